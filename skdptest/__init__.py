@@ -1,0 +1,17 @@
+"""skdptest: differentially private hypothesis tests with scikit-learn conventions."""
+
+from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
+from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
+
+__version__ = "0.1.0.dev0"
+
+__all__ = [
+    "BudgetExceededError",
+    "EProcessResult",
+    "EValueResult",
+    "LedgerEntry",
+    "PermutationTestResult",
+    "PrivacyBudget",
+    "PrivacyLeakWarning",
+    "ThresholdResult",
+]

@@ -1,0 +1,52 @@
+"""Noise primitives. Every function draws from the ``numpy.random.Generator``
+passed to it, so one seed reproduces a whole fit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "laplace",
+    "laplace_log_mgf",
+    "exponential",
+    "poisson",
+    "randomized_response",
+]
+
+
+def laplace(rng, scale, size=None):
+    """Laplace(0, ``scale``) noise: density exp(-|z|/scale) / (2 scale)."""
+    if not scale > 0:
+        raise ValueError(f"Laplace scale must be > 0, got {scale}.")
+    return rng.laplace(0.0, scale, size=size)
+
+
+def laplace_log_mgf(scale):
+    """log E[exp(Z)] for Z ~ Laplace(0, scale): -log(1 - scale^2), finite for scale < 1."""
+    if not 0 <= scale < 1:
+        raise ValueError(f"log E[exp(Z)] is infinite for a Laplace scale >= 1, got {scale}.")
+    return -math.log1p(-scale * scale)
+
+
+def exponential(rng, mean, size=None):
+    """Exponential noise with the given mean."""
+    if not mean > 0:
+        raise ValueError(f"exponential mean must be > 0, got {mean}.")
+    return rng.exponential(mean, size=size)
+
+
+def poisson(rng, lam, size=None):
+    """Poisson counts with rate ``lam`` (Poisson thinning draws)."""
+    return rng.poisson(lam, size=size)
+
+
+def randomized_response(rng, bits, epsilon):
+    """Keep each ±1 entry of ``bits`` with probability e^ε / (1 + e^ε), else flip it.
+
+    ε-DP for one bit under changing that bit.
+    """
+    bits = np.asarray(bits)
+    keep = rng.random(bits.shape) < 1.0 / (1.0 + math.exp(-epsilon))
+    return np.where(keep, bits, -bits)
