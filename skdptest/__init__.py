@@ -2,6 +2,7 @@
 
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
 from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
+from .evalue import OptimalRate, PrivateEValueTest, optimal_rate
 
 __version__ = "0.1.0.dev0"
 
@@ -10,8 +11,11 @@ __all__ = [
     "EProcessResult",
     "EValueResult",
     "LedgerEntry",
+    "OptimalRate",
     "PermutationTestResult",
     "PrivacyBudget",
     "PrivacyLeakWarning",
+    "PrivateEValueTest",
     "ThresholdResult",
+    "optimal_rate",
 ]

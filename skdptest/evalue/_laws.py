@@ -1,0 +1,334 @@
+"""The law of the log-likelihood ratio L = log(q/p)(X) under the null P and the
+alternative Q, for the pairs of public laws the e-value tests support.
+
+Both per-row statistics (E* and tsLR) are functions of L, so everything the
+tests need -- the normaliser of E*, the e-power, the extreme values that set the
+sensitivity -- is an expectation or a tail probability of L. Three models:
+
+- :class:`_DiscreteLaws`: finite discrete supports, exact sums;
+- :class:`_GaussianLaws`: Gaussian location families (equal covariance), where
+  L is Gaussian under both laws, closed forms;
+- :class:`_UnivariateLaws`: other univariate continuous laws; tail probabilities
+  are cdf differences between the exactly located crossings of L with a level
+  (bisection to machine precision), expectations by adaptive quadrature.
+
+Models that cannot compute tail probabilities exactly set ``exact = False``:
+the optimal statistic refuses them (validity never rests on Monte Carlo).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special, stats
+
+__all__ = ["make_laws"]
+
+_MVN_FROZEN = type(stats.multivariate_normal(mean=0.0, cov=1.0))
+_MAX_SUPPORT = 2_000_000  # largest finite support enumerated exactly
+_TAIL = 1e-15  # tail mass left outside the grids of univariate continuous laws
+
+
+def _quantile_nodes(n_panels=4000, order=10):
+    """Composite Gauss-Legendre nodes and weights on (0, 1).
+
+    E[h(L(X))] = ∫_0^1 h(L(F^{-1}(u))) du: evaluating L once at F^{-1}(nodes) turns
+    every later expectation into a weighted sum. Used for e-power planning and
+    reporting, never for validity.
+    """
+    x, w = np.polynomial.legendre.leggauss(order)
+    left = np.arange(n_panels) / n_panels
+    u = (left[:, None] + (x[None, :] + 1) / (2 * n_panels)).ravel()
+    return u, np.tile(w / (2 * n_panels), n_panels)
+
+
+def _kind(dist, name):
+    if isinstance(dist, _MVN_FROZEN):
+        return "mvn"
+    inner = getattr(dist, "dist", None)
+    if isinstance(inner, stats.rv_discrete):
+        return "discrete"
+    if isinstance(inner, stats.rv_continuous):
+        return "continuous"
+    raise TypeError(
+        f"{name} must be a frozen scipy.stats distribution (e.g. scipy.stats.norm(0, 1), "
+        f"scipy.stats.bernoulli(0.3), scipy.stats.multivariate_normal(mean, cov)), "
+        f"got {type(dist).__name__}."
+    )
+
+
+def check_law(dist, name):
+    """Raise ``TypeError`` unless ``dist`` is a supported frozen distribution."""
+    return _kind(dist, name)
+
+
+def make_laws(null, alternative):
+    """Return the model of L for the pair (``null``, ``alternative``)."""
+    kinds = (_kind(null, "null"), _kind(alternative, "alternative"))
+    if kinds == ("discrete", "discrete"):
+        return _DiscreteLaws(null, alternative)
+    if "discrete" in kinds:
+        raise ValueError(
+            "null and alternative must both be discrete or both continuous, got "
+            f"{kinds[0]} and {kinds[1]}."
+        )
+    dims = [_dim(d) for d in (null, alternative)]
+    if dims[0] != dims[1]:
+        raise ValueError(
+            f"null and alternative have different dimensions {dims[0]} and {dims[1]}."
+        )
+    gauss = [_gaussian_params(d) for d in (null, alternative)]
+    if None not in gauss and np.allclose(gauss[0][1], gauss[1][1], rtol=0, atol=0):
+        return _GaussianLaws(null, alternative, gauss[0][0], gauss[1][0], gauss[0][1])
+    if dims[0] == 1 and kinds == ("continuous", "continuous"):
+        return _UnivariateLaws(null, alternative)
+    return _MonteCarloLaws(null, alternative, dims[0])
+
+
+def _dim(dist):
+    return int(dist.dim) if isinstance(dist, _MVN_FROZEN) else 1
+
+
+def _gaussian_params(dist):
+    if isinstance(dist, _MVN_FROZEN):
+        return np.atleast_1d(dist.mean).astype(float), np.atleast_2d(dist.cov).astype(float)
+    if getattr(dist.dist, "name", "") == "norm":
+        return np.array([float(dist.mean())]), np.array([[float(dist.var())]])
+    return None
+
+
+class _Laws:
+    """Common interface. ``L`` may be +inf (q > 0 = p) or -inf (p > 0 = q)."""
+
+    exact = True
+    n_features = 1
+
+    def log_ratio(self, X):
+        """L for each row of X; ``ValueError`` for rows outside the null's support."""
+        raise NotImplementedError
+
+    def tails(self, lo, hi):
+        """(P(L < lo), Q(lo <= L <= hi), P(L > hi)) for lo <= hi."""
+        raise NotImplementedError
+
+    def expect(self, h, under, breaks=()):
+        """E[h(L)] under ``under`` in {"P", "Q"}; h maps arrays of L (finite or inf)."""
+        raise NotImplementedError
+
+    def l_range(self):
+        """(inf, sup) of L over the null's support (may be infinite)."""
+        return -math.inf, math.inf
+
+    def _outside(self, n_bad):
+        raise ValueError(
+            f"X has {n_bad} value(s) outside the support of the null distribution "
+            "(where its density or mass is 0); the data domain of the test is the null's "
+            "support."
+        )
+
+
+class _DiscreteLaws(_Laws):
+    def __init__(self, null, alternative):
+        self.null, self.alternative = null, alternative
+        lo, hi = null.support()
+        qlo, qhi = alternative.support()
+        finite = all(np.isfinite(v) for v in (lo, hi, qlo, qhi))
+        if finite and max(hi, qhi) - min(lo, qlo) + 1 <= _MAX_SUPPORT:
+            xs = np.arange(int(min(lo, qlo)), int(max(hi, qhi)) + 1, dtype=float)
+        else:
+            self.exact = False
+            a = min(null.ppf(_TAIL), alternative.ppf(_TAIL))
+            b = max(null.isf(_TAIL), alternative.isf(_TAIL))
+            xs = np.arange(a, b + 1, dtype=float)
+        lp, lq = null.logpmf(xs), alternative.logpmf(xs)
+        keep = np.isfinite(lp) | np.isfinite(lq)
+        self.xs, self.wP, self.wQ = xs[keep], np.exp(lp[keep]), np.exp(lq[keep])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.L = lq[keep] - lp[keep]
+
+    def log_ratio(self, X):
+        x = X[:, 0]
+        lp = self.null.logpmf(x)
+        bad = ~np.isfinite(lp)
+        if bad.any():
+            self._outside(int(bad.sum()))
+        return self.alternative.logpmf(x) - lp
+
+    def tails(self, lo, hi):
+        L = self.L
+        return (
+            math.fsum(self.wP[L < lo]),
+            math.fsum(self.wQ[(L >= lo) & (L <= hi)]),
+            math.fsum(self.wP[L > hi]),
+        )
+
+    def expect(self, h, under, breaks=()):
+        w = self.wP if under == "P" else self.wQ
+        pos = w > 0
+        return math.fsum(w[pos] * h(self.L[pos]))
+
+    def l_range(self):
+        L = self.L[self.wP > 0]
+        return float(L.min()), float(L.max())
+
+
+class _GaussianLaws(_Laws):
+    """N(mu_P, S) vs N(mu_Q, S): L ~ N(-s2/2, s2) under P and N(s2/2, s2) under Q."""
+
+    def __init__(self, null, alternative, mu_p, mu_q, cov):
+        self.null, self.alternative = null, alternative
+        self.n_features = mu_p.size
+        diff = mu_q - mu_p
+        self.w = np.linalg.solve(cov, diff)
+        self.mid = (mu_p + mu_q) / 2.0
+        self.s2 = float(diff @ self.w)
+        self.s = math.sqrt(self.s2)
+
+    def log_ratio(self, X):
+        return (X - self.mid) @ self.w
+
+    def _mean(self, under):
+        return -self.s2 / 2 if under == "P" else self.s2 / 2
+
+    def tails(self, lo, hi):
+        if self.s == 0:
+            return float(lo > 0), float(lo <= 0 <= hi), float(hi < 0)
+        mp, mq = self._mean("P"), self._mean("Q")
+        s = self.s
+        return (
+            float(special.ndtr((lo - mp) / s)),
+            float(special.ndtr((hi - mq) / s) - special.ndtr((lo - mq) / s)),
+            float(special.ndtr(-(hi - mp) / s)),
+        )
+
+    def expect(self, h, under, breaks=()):
+        if self.s == 0:
+            return float(h(np.array([0.0]))[0])
+        if not hasattr(self, "_nodes"):
+            u, self._w = _quantile_nodes()
+            self._nodes = special.ndtri(u) * self.s
+        return float(np.dot(self._w, h(self._nodes + self._mean(under))))
+
+    def clip_mean_q(self, lo, hi):
+        """E_Q[clip(L, lo, hi)] in closed form (truncated normal moments)."""
+        m, s = self._mean("Q"), self.s
+        a, b = (lo - m) / s, (hi - m) / s
+        Pa, Pb = special.ndtr(a), special.ndtr(b)
+        pdf = stats.norm.pdf
+        return float(lo * Pa + hi * (1 - Pb) + m * (Pb - Pa) + s * (pdf(a) - pdf(b)))
+
+
+class _UnivariateLaws(_Laws):
+    """Univariate continuous laws with densities; crossings located by bisection."""
+
+    def __init__(self, null, alternative):
+        self.null, self.alternative = null, alternative
+        u = np.concatenate([[_TAIL], np.linspace(0, 1, 4001)[1:-1], [1 - _TAIL]])
+        pts = [null.ppf(u), alternative.ppf(u)]
+        for d in (null, alternative):
+            pts.append([v for v in d.support() if np.isfinite(v)])
+        grid = np.unique(np.concatenate([np.asarray(p, dtype=float) for p in pts]))
+        self.grid = grid[np.isfinite(grid)]
+        self._g = self._lr(self.grid)
+
+    def _lr(self, x):
+        lp, lq = self.null.logpdf(x), self.alternative.logpdf(x)
+        with np.errstate(invalid="ignore"):
+            out = lq - lp
+        out = np.where(np.isneginf(lp) & np.isneginf(lq), np.nan, out)
+        return out
+
+    def log_ratio(self, X):
+        x = X[:, 0]
+        lp = self.null.logpdf(x)
+        bad = ~np.isfinite(lp)
+        if bad.any():
+            self._outside(int(bad.sum()))
+        return self.alternative.logpdf(x) - lp
+
+    def _crossing(self, a, b, pred):
+        """Boundary in [a, b] between pred(a) and not pred(a), by bisection."""
+        fa = pred(np.array([a]))[0]
+        for _ in range(200):
+            m = 0.5 * (a + b)
+            if m in (a, b):
+                break
+            if pred(np.array([m]))[0] == fa:
+                a = m
+            else:
+                b = m
+        return 0.5 * (a + b)
+
+    def _mass(self, dist, pred):
+        """Mass under ``dist`` of {x : pred(L(x))} as a sum of cdf differences."""
+        x = self.grid
+        inside = pred(self._g)
+        cuts = [x[0]]
+        for i in np.flatnonzero(inside[1:] != inside[:-1]):
+            cuts.append(self._crossing(x[i], x[i + 1], lambda t: pred(self._lr(t))))
+        cuts.append(x[-1])
+        # the pieces alternate between inside and outside, starting with inside[0]
+        state, total = bool(inside[0]), 0.0
+        edges = [-math.inf, *cuts[1:-1], math.inf]
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            if state:
+                total += float(dist.cdf(b) - dist.cdf(a)) if b <= dist.median() else float(
+                    dist.sf(a) - dist.sf(b)
+                )
+            state = not state
+        return total
+
+    def tails(self, lo, hi):
+        def nan_false(f):
+            return lambda g: np.where(np.isnan(g), False, f(g))
+
+        return (
+            self._mass(self.null, nan_false(lambda g: g < lo)),
+            self._mass(self.alternative, nan_false(lambda g: (g >= lo) & (g <= hi))),
+            self._mass(self.null, nan_false(lambda g: g > hi)),
+        )
+
+    def expect(self, h, under, breaks=()):
+        if not hasattr(self, "_nodes"):
+            u, self._w = _quantile_nodes()
+            self._nodes = {k: self._lr(d.ppf(u)) for k, d in
+                           (("P", self.null), ("Q", self.alternative))}
+        L = self._nodes[under]
+        ok = ~np.isnan(L)
+        return float(np.dot(self._w[ok], h(L[ok])))
+
+
+class _MonteCarloLaws(_Laws):
+    """Any pair with log densities; expectations by a fixed-seed Monte Carlo.
+
+    Used only to *plan* (choose the bet) for the distribution-free tsLR
+    statistic, whose validity does not depend on these numbers.
+    """
+
+    exact = False
+
+    def __init__(self, null, alternative, dim, n_draws=200_000):
+        self.null, self.alternative = null, alternative
+        self.n_features = dim
+        rng = np.random.default_rng(0)
+        self._draws = {
+            key: self._lr(np.asarray(d.rvs(size=n_draws, random_state=rng)).reshape(n_draws, -1))
+            for key, d in (("P", null), ("Q", alternative))
+        }
+
+    def _logpdf(self, dist, X):
+        return np.atleast_1d(dist.logpdf(X if isinstance(dist, _MVN_FROZEN) else X[:, 0]))
+
+    def _lr(self, X):
+        return self._logpdf(self.alternative, X) - self._logpdf(self.null, X)
+
+    def log_ratio(self, X):
+        lp = self._logpdf(self.null, X)
+        bad = ~np.isfinite(lp)
+        if bad.any():
+            self._outside(int(bad.sum()))
+        return self._logpdf(self.alternative, X) - lp
+
+    def expect(self, h, under, breaks=()):
+        return float(np.mean(h(self._draws[under])))
