@@ -3,11 +3,14 @@
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
 from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
 from .evalue import OptimalRate, PrivateEValueTest, optimal_rate
+from .kernel import DPHSICTest, DPMMDTest
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BudgetExceededError",
+    "DPHSICTest",
+    "DPMMDTest",
     "EProcessResult",
     "EValueResult",
     "LedgerEntry",

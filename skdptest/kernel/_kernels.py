@@ -1,0 +1,271 @@
+"""Kernel resolution: turn a ``kernel`` parameter into a Gram-matrix function
+and the bound that the sensitivity of the kernel statistics needs.
+
+The sensitivity of MMD and HSIC depends on the kernel only through the
+*feature diameter*
+
+    D = sup_{x, x'} ||phi(x) - phi(x')||_H
+      = sup_{x, x'} sqrt(k(x, x) + k(x', x') - 2 k(x, x')).
+
+With kappa >= sup_x k(x, x):
+
+- for a kernel with values in [0, kappa] (rbf, laplacian, chi2, the stationary
+  Gaussian-process kernels of scikit-learn), D <= sqrt(2 kappa);
+- for any positive definite kernel, |k(x, x')| <= kappa (Cauchy-Schwarz), so
+  D <= 2 sqrt(kappa).
+
+Only these *public* bounds enter the noise; the data never do.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from functools import partial
+from numbers import Real
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.gaussian_process import kernels as gpk
+from sklearn.metrics.pairwise import KERNEL_PARAMS, PAIRWISE_KERNEL_FUNCTIONS
+
+__all__ = ["ResolvedKernel", "check_kernel_spec", "resolve_kernel"]
+
+# name -> (kappa, nonnegative): kernels with values in [0, kappa] or [-kappa, kappa].
+_BOUNDED = {
+    "rbf": (1.0, True),
+    "laplacian": (1.0, True),
+    "chi2": (1.0, True),
+    "cosine": (1.0, False),
+}
+_UNBOUNDED = {"linear", "polynomial", "poly"}
+_NOT_POSITIVE_DEFINITE = {"sigmoid", "additive_chi2"}
+_GAMMA_KERNELS = {"rbf", "laplacian", "chi2"}
+
+# Rows per block when a kernel is evaluated piecewise (diagonal checks).
+_DIAG_BLOCK = 256
+
+
+class ResolvedKernel:
+    """A kernel ready for use: Gram matrices plus its public bound.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(X, Y=None)`` returns the Gram matrix, float64, of shape
+        ``(len(X), len(Y))`` (``Y=None`` means ``Y = X``).
+    kappa : float
+        Public bound on ``k(x, x)`` over the data domain.
+    nonnegative : bool
+        Whether the kernel is known to take values in ``[0, kappa]``.
+    description : str
+        Human-readable name.
+    """
+
+    def __init__(self, func, kappa, nonnegative, description):
+        self._func = func
+        self.kappa = float(kappa)
+        self.nonnegative = bool(nonnegative)
+        self.description = description
+
+    @property
+    def diameter(self):
+        """Public bound D on ``||phi(x) - phi(x')||`` (see the module notes)."""
+        if self.nonnegative:
+            return math.sqrt(2.0 * self.kappa)
+        return 2.0 * math.sqrt(self.kappa)
+
+    def __call__(self, X, Y=None):
+        K = self._func(X, Y)
+        K = np.asarray(K, dtype=np.float64)
+        n_y = len(X) if Y is None else len(Y)
+        if K.shape != (len(X), n_y):
+            raise ValueError(
+                f"kernel {self.description} returned an array of shape {K.shape}; "
+                f"expected ({len(X)}, {n_y})."
+            )
+        return K
+
+    def diag(self, X):
+        """``k(x_i, x_i)`` for every row, computed block by block."""
+        out = np.empty(len(X))
+        for start in range(0, len(X), _DIAG_BLOCK):
+            block = X[start:start + _DIAG_BLOCK]
+            out[start:start + len(block)] = np.diagonal(self(block))
+        return out
+
+
+def _gp_nonnegative(kernel):
+    """Whether a scikit-learn GP kernel is known to take nonnegative values."""
+    if isinstance(kernel, (gpk.RBF, gpk.Matern, gpk.RationalQuadratic,
+                           gpk.ExpSineSquared, gpk.WhiteKernel)):
+        return True
+    if isinstance(kernel, gpk.ConstantKernel):
+        return np.all(np.asarray(kernel.constant_value) >= 0)
+    if isinstance(kernel, (gpk.Sum, gpk.Product)):
+        return _gp_nonnegative(kernel.k1) and _gp_nonnegative(kernel.k2)
+    if isinstance(kernel, gpk.Exponentiation):
+        return _gp_nonnegative(kernel.kernel)
+    if isinstance(kernel, gpk.PairwiseKernel):
+        return kernel.metric in {"rbf", "laplacian", "chi2"}
+    return False
+
+
+def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
+    """Static checks of a kernel specification (no data needed).
+
+    Raises ``TypeError``/``ValueError`` naming the parameter.
+    """
+    params_name = f"{name}_params"
+    bound_name = f"{name}_bound"
+    if kernel_params is not None and not isinstance(kernel_params, dict):
+        raise TypeError(
+            f"{params_name} must be None or a dict, got {type(kernel_params).__name__}."
+        )
+    params = {} if kernel_params is None else kernel_params
+    if kernel_bound is not None:
+        if isinstance(kernel_bound, bool) or not isinstance(kernel_bound, Real):
+            raise TypeError(
+                f"{bound_name} must be None or a real number, "
+                f"got {type(kernel_bound).__name__}."
+            )
+        if not (math.isfinite(kernel_bound) and kernel_bound > 0):
+            raise ValueError(f"{bound_name} must be finite and > 0, got {kernel_bound}.")
+    if isinstance(kernel, str):
+        if kernel not in PAIRWISE_KERNEL_FUNCTIONS:
+            raise ValueError(
+                f"{name}={kernel!r} is not a kernel name; choose one of "
+                f"{sorted(PAIRWISE_KERNEL_FUNCTIONS)}, a "
+                "sklearn.gaussian_process.kernels.Kernel or a callable."
+            )
+        if kernel in _NOT_POSITIVE_DEFINITE:
+            raise ValueError(
+                f"{name}={kernel!r} is not a positive definite kernel: the "
+                "sensitivity bounds of MMD/HSIC do not hold for it."
+            )
+        allowed = KERNEL_PARAMS[kernel]
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise ValueError(
+                f"{params_name} has keys {unknown} that {name}={kernel!r} does not take "
+                f"(allowed: {sorted(allowed)})."
+            )
+        if kernel in _GAMMA_KERNELS and params.get("gamma") is not None:
+            gamma = params["gamma"]
+            if isinstance(gamma, bool) or not isinstance(gamma, Real):
+                raise TypeError(
+                    f"{params_name}['gamma'] must be a real number, "
+                    f"got {type(gamma).__name__}."
+                )
+            if not (math.isfinite(gamma) and gamma > 0):
+                raise ValueError(f"{params_name}['gamma'] must be finite and > 0, got {gamma}.")
+        if kernel in _UNBOUNDED and kernel_bound is None:
+            raise ValueError(
+                f"{name}={kernel!r} has no bound on k(x, x) over an unbounded domain, so "
+                f"its sensitivity is infinite; give {bound_name} (a public bound on "
+                f"k(x, x) for every possible row) or use a bounded kernel such as 'rbf'."
+            )
+    elif isinstance(kernel, gpk.Kernel):
+        if params:
+            unknown = sorted(set(params) - set(kernel.get_params(deep=True)))
+            if unknown:
+                raise ValueError(
+                    f"{params_name} has keys {unknown} that the kernel {kernel} does not take."
+                )
+        if not kernel.is_stationary() and kernel_bound is None:
+            raise ValueError(
+                f"{name}={kernel} is not stationary, so k(x, x) has no known bound; "
+                f"give {bound_name} (a public bound on k(x, x)) or use a stationary kernel."
+            )
+    elif callable(kernel):
+        if kernel_bound is None:
+            raise ValueError(
+                f"a callable {name} needs an explicit {bound_name}: a public bound on "
+                "k(x, x) for every possible row (the sensitivity depends on it)."
+            )
+        try:
+            sig = inspect.signature(kernel)
+        except (TypeError, ValueError):  # pragma: no cover - builtins
+            sig = None
+        if sig is not None and params:
+            accepts_kwargs = any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values()
+            )
+            unknown = sorted(set(params) - set(sig.parameters))
+            if unknown and not accepts_kwargs:
+                raise ValueError(
+                    f"{params_name} has keys {unknown} that the callable {name} does not take."
+                )
+    else:
+        raise TypeError(
+            f"{name} must be a kernel name, a sklearn.gaussian_process.kernels.Kernel or "
+            f"a callable, got {type(kernel).__name__}."
+        )
+
+
+def _pairwise(name, params, X, Y=None):
+    func = PAIRWISE_KERNEL_FUNCTIONS[name]
+    return func(X, Y, **params)
+
+
+def _gp_call(kernel, X, Y=None):
+    return kernel(X, Y)
+
+
+def _callable_call(kernel, params, X, Y=None):
+    return kernel(X, X if Y is None else Y, **params)
+
+
+def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
+    """Resolve a checked kernel specification against the data ``X``.
+
+    Called before the budget is charged. With a user-given ``kernel_bound``
+    the diagonal ``k(x_i, x_i)`` of the data is checked against it: data
+    outside the declared domain are an input error (``ValueError``).
+
+    Returns
+    -------
+    kernel : ResolvedKernel
+    """
+    check_kernel_spec(kernel, kernel_params, kernel_bound, name=name)
+    params = {} if kernel_params is None else dict(kernel_params)
+    bound_name = f"{name}_bound"
+    if isinstance(kernel, str):
+        if kernel == "chi2" and np.any(X < 0):
+            raise ValueError(
+                f"{name}='chi2' needs nonnegative features; X has negative values."
+            )
+        func = partial(_pairwise, kernel, params)
+        if kernel in _BOUNDED:
+            kappa, nonneg = _BOUNDED[kernel]
+            if kernel_bound is not None:
+                kappa = float(kernel_bound)
+        else:
+            kappa, nonneg = float(kernel_bound), False
+        resolved = ResolvedKernel(func, kappa, nonneg, repr(kernel))
+    elif isinstance(kernel, gpk.Kernel):
+        gp = clone(kernel)
+        if params:
+            gp.set_params(**params)
+        func = partial(_gp_call, gp)
+        if kernel_bound is not None:
+            kappa = float(kernel_bound)
+        else:
+            kappa = float(gp.diag(np.zeros((1, X.shape[1])))[0])
+            if not (math.isfinite(kappa) and kappa > 0):
+                raise ValueError(f"{name}={kernel} has k(x, x) = {kappa}; expected > 0.")
+        resolved = ResolvedKernel(func, kappa, _gp_nonnegative(gp), repr(kernel))
+    else:
+        func = partial(_callable_call, kernel, params)
+        name_ = getattr(kernel, "__name__", type(kernel).__name__)
+        resolved = ResolvedKernel(func, float(kernel_bound), False, name_)
+    if kernel_bound is not None:
+        diag = resolved.diag(X)
+        if not np.all(np.isfinite(diag)):
+            raise ValueError(f"{name} returned non-finite values on X.")
+        if np.max(diag) > resolved.kappa * (1 + 1e-12):
+            raise ValueError(
+                f"{bound_name}={kernel_bound} is violated: k(x, x) exceeds it on some row "
+                "of X. The bound must hold for every possible row (a public domain bound)."
+            )
+    return resolved
