@@ -4,6 +4,7 @@ from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLea
 from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
 from .evalue import OptimalRate, PrivateEValueTest, optimal_rate
 from .kernel import DPHSICTest, DPMMDTest
+from .threshold import GeneralizedThresholdMechanism
 
 __version__ = "0.1.0.dev0"
 
@@ -13,6 +14,7 @@ __all__ = [
     "DPMMDTest",
     "EProcessResult",
     "EValueResult",
+    "GeneralizedThresholdMechanism",
     "LedgerEntry",
     "OptimalRate",
     "PermutationTestResult",
