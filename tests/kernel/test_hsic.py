@@ -1,0 +1,249 @@
+"""DPHSICTest: statistic, backends, sensitivity, API and privacy contract."""
+
+import math
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.metrics.pairwise import rbf_kernel
+
+import skdptest.kernel._hsic as hsic_mod
+from skdptest import DPHSICTest, PrivacyBudget
+from skdptest.kernel._hsic import (
+    draw_permutations,
+    hsic_permutation_statistics,
+    hsic_sensitivity,
+    permutation_traces,
+)
+from skdptest.kernel._kernels import resolve_kernel
+
+
+def data(n=60, seed=0, dep=1.0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    y = dep * X[:, 0] + rng.normal(size=n)
+    return X, y
+
+
+def brute_hsic(X, Y, perms, gx, gy):
+    n = len(X)
+    K = rbf_kernel(X, gamma=gx)
+    H = np.eye(n) - 1 / n
+    out = []
+    for p in perms:
+        L = rbf_kernel(Y[p], gamma=gy)
+        out.append(math.sqrt(max(np.trace(K @ H @ L @ H), 0.0)) / n)
+    return np.array(out)
+
+
+def _kernels(X, Y, gx=0.5, gy=1.0):
+    return (resolve_kernel("rbf", {"gamma": gx}, None, X),
+            resolve_kernel("rbf", {"gamma": gy}, None, Y, name="y_kernel"))
+
+
+@pytest.mark.parametrize("gather", [None, 50, 10**6])
+def test_statistics_match_brute_force(monkeypatch, gather):
+    if gather is not None:
+        monkeypatch.setattr(hsic_mod, "_GATHER_ELEMENTS", gather)
+    X, y = data(40)
+    Y = y[:, None]
+    kx, ky = _kernels(X, Y)
+    s = hsic_permutation_statistics(X, Y, 25, np.random.default_rng(2), kx, ky,
+                                    backend="numpy")
+    perms = draw_permutations(40, 25, np.random.default_rng(2))
+    np.testing.assert_allclose(s, brute_hsic(X, Y, perms, 0.5, 1.0), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.skipif(hsic_mod._numba is None, reason="numba (optional) not installed")
+def test_numba_backend_matches_numpy():  # pragma: no cover - optional
+    rng = np.random.default_rng(0)
+    K = rbf_kernel(rng.normal(size=(70, 3)))
+    Kc = hsic_mod._double_centre(K)
+    L = rbf_kernel(rng.normal(size=(70, 1)))
+    perms = draw_permutations(70, 40, rng)
+    np.testing.assert_allclose(permutation_traces(Kc, L, perms, backend="numba"),
+                               permutation_traces(Kc, L, perms, backend="numpy"),
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_backend_errors():
+    with pytest.raises(ValueError, match="backend must be"):
+        permutation_traces(np.eye(2), np.eye(2), np.zeros((1, 2), int), backend="cuda")
+
+
+def test_permutations_are_uniform():
+    P = draw_permutations(3, 6000, np.random.default_rng(0))
+    assert np.array_equal(P[0], [0, 1, 2])
+    keys = P[1:] @ np.array([9, 3, 1])
+    _, counts = np.unique(keys, return_counts=True)
+    assert counts.size == 6 and stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_multioutput_y_and_dataframe():
+    X, y = data(50)
+    Y2 = np.c_[y, -y]
+    df = pd.DataFrame(X, columns=["u", "v"])
+    est = DPHSICTest(random_state=0, n_permutations=99).fit(df, Y2)
+    assert list(est.feature_names_in_) == ["u", "v"]
+    assert est.result_.method == "dpHSIC"
+    assert est.result_.sensitivity == pytest.approx(4 * 49 / 50**2)
+
+
+def test_statistic_at_huge_epsilon_and_scipy_agreement():
+    # The released statistic is sqrt(HSIC_b) when the noise vanishes; the
+    # p-value agrees with scipy's permutation test on the same statistic.
+    for seed, dep in [(1, 0.0), (2, 0.6), (3, 3.0)]:
+        X, y = data(25, seed=seed, dep=dep)
+        K = rbf_kernel(X, gamma=0.5)
+        L = rbf_kernel(y[:, None], gamma=1.0)
+        H = np.eye(25) - 1 / 25
+
+        def stat(i, axis=-1, K=K, H=H, L=L):
+            idx = np.atleast_2d(i).astype(int)
+            out = np.array([math.sqrt(max(np.trace(K @ H @ L[np.ix_(p, p)] @ H), 0)) / 25
+                            for p in idx])
+            return out if np.ndim(i) > 1 else np.float64(out[0])
+
+        ref = stats.permutation_test((np.arange(25.0),), stat, permutation_type="pairings",
+                                     alternative="greater", n_resamples=3000,
+                                     vectorized=True, rng=np.random.default_rng(0))
+        res = DPHSICTest(epsilon=1e12, n_permutations=3000, random_state=1).test(X, y)
+        assert res.statistic == pytest.approx(ref.statistic, abs=1e-9)
+        # both p-values are Monte Carlo estimates with B = 3000
+        tol = 4 * math.sqrt(2 * ref.pvalue * (1 - ref.pvalue) / 3000) + 3 / 3001
+        assert abs(res.p_value - ref.pvalue) <= tol
+        if abs(ref.pvalue - 0.05) > tol:
+            assert res.reject == (ref.pvalue <= 0.05)
+
+
+# -- sensitivity ----------------------------------------------------------------------------
+
+def _max_move(X, Y, cands, kx, ky, n_perm=30):
+    base = hsic_permutation_statistics(X, Y, n_perm, np.random.default_rng(9), kx, ky)
+    worst = 0.0
+    for i in range(len(X)):
+        for cx, cy in cands:
+            X2, Y2 = X.copy(), Y.copy()
+            X2[i], Y2[i] = cx, cy
+            s = hsic_permutation_statistics(X2, Y2, n_perm, np.random.default_rng(9), kx, ky)
+            worst = max(worst, np.max(np.abs(s - base)))
+    return worst
+
+
+def test_sensitivity_brute_force_point_masses():
+    # x = y at two far-apart atoms: the adversarial replacements move some of
+    # the B + 1 statistics by more than Delta / 2 and none by more than Delta.
+    n = 10
+    X = np.r_[np.zeros(3), np.full(7, 100.0)][:, None]
+    Y = X.copy()
+    kx, ky = _kernels(X, Y, 1.0, 1.0)
+    delta = hsic_sensitivity(n, kx.diameter, ky.diameter)
+    assert delta == pytest.approx(4 * (n - 1) / n**2)
+    atoms = [0.0, 100.0, 200.0, 300.0]
+    cands = [(np.array([a]), np.array([b])) for a in atoms for b in atoms]
+    worst = _max_move(X, Y, cands, kx, ky)
+    assert worst <= delta * (1 + 1e-9)
+    assert worst > delta / 2  # a halved sensitivity fails this check
+
+
+def test_sensitivity_brute_force_random_data():
+    rng = np.random.default_rng(5)
+    X, Y = rng.normal(size=(8, 2)), rng.normal(size=(8, 1))
+    kx, ky = _kernels(X, Y, 2.0, 2.0)
+    delta = hsic_sensitivity(8, kx.diameter, ky.diameter)
+    cands = [(rng.normal(scale=4, size=2), rng.normal(scale=4, size=1)) for _ in range(6)]
+    assert _max_move(X, Y, cands, kx, ky) <= delta * (1 + 1e-9)
+
+
+def test_sensitivity_general_kernel_bound():
+    # kernels with values in [0, kappa]: D = sqrt(2 kappa) each.
+    assert hsic_sensitivity(10, math.sqrt(2 * 3.0), math.sqrt(2 * 5.0)) == pytest.approx(
+        math.sqrt(15.0) * 4 * 9 / 100)
+
+
+def test_noise_scale_used_by_fit():
+    X, y = data(30, seed=4)
+    kx, ky = _kernels(X, y[:, None], 0.5, 1.0)
+    t0 = hsic_permutation_statistics(X, y[:, None], 2, np.random.default_rng(0), kx, ky)[0]
+    est = DPHSICTest(epsilon=3.0, delta=0.2, n_permutations=2)
+    noise = []
+    for seed in range(600):
+        est.set_params(random_state=seed).fit(X, y)
+        noise.append(est.result_.statistic - t0)
+    scale = 2 * (4 * 29 / 900) / (3.0 + math.log(1 / 0.8))
+    assert est.result_.noise_scale == pytest.approx(scale)
+    assert stats.kstest(noise, stats.laplace(scale=scale).cdf).pvalue > 1e-3
+    assert stats.kstest(noise, stats.laplace(scale=scale / 2).cdf).pvalue < 1e-4
+
+
+# -- API ------------------------------------------------------------------------------------
+
+def test_one_sample_raises():
+    budget = PrivacyBudget(1.0)
+    with pytest.raises(ValueError, match="1 sample"):
+        DPHSICTest(budget=budget).fit(np.ones((1, 2)), [1.0])
+    assert budget.spent[0] == 0
+
+
+@pytest.mark.parametrize(
+    "params, exc, match",
+    [
+        ({"y_kernel": "poly"}, ValueError, "y_kernel_bound"),
+        ({"y_kernel_params": 3}, TypeError, "y_kernel_params"),
+        ({"y_kernel": "rbf", "y_kernel_params": {"gamma": -1.0}}, ValueError, "gamma"),
+        ({"kernel": "linear"}, ValueError, "kernel_bound"),
+        ({"epsilon": -1.0}, ValueError, "epsilon"),
+        ({"delta": -0.1}, ValueError, "delta"),
+        ({"alpha": 0}, ValueError, "alpha"),
+        ({"n_permutations": 0}, ValueError, "n_permutations"),
+        ({"y_kernel": "linear", "y_kernel_bound": 1e-6}, ValueError, "y_kernel_bound"),
+    ],
+)
+def test_bad_parameters_raise_and_charge_nothing(params, exc, match):
+    X, y = data(20)
+    budget = PrivacyBudget(1.0)
+    est = DPHSICTest(budget=budget, n_permutations=9).set_params(**params)
+    with pytest.raises(exc, match=match):
+        est.fit(X, y)
+    assert budget.spent[0] == 0 and len(budget.ledger) == 0
+
+
+def test_non_numeric_y_raises():
+    X, _ = data(10)
+    with pytest.raises(ValueError):
+        DPHSICTest().fit(X, np.array(list("abcdefghij")))
+
+
+def test_user_bounded_linear_y_kernel():
+    X, y = data(40)
+    y = np.clip(y, -2, 2)
+    res = DPHSICTest(y_kernel="linear", y_kernel_bound=4.0, random_state=0,
+                     n_permutations=99).test(X, y)
+    # D_x = sqrt(2) (rbf), D_y = 2 sqrt(4) (positive definite, |l| <= 4)
+    assert res.sensitivity == pytest.approx(2 * 39 * math.sqrt(2) * 4 / 1600)
+
+
+def test_score_and_budget():
+    X, y = data(40)
+    budget = PrivacyBudget(2.0)
+    est = DPHSICTest(epsilon=0.5, budget=budget, random_state=0, n_permutations=99)
+    est.fit(X, y)
+    s = est.score(X, y)
+    assert s >= 0 and budget.spent[0] == pytest.approx(1.0)
+    assert [e.label for e in budget.ledger] == ["DPHSICTest.fit", "DPHSICTest.score"]
+
+
+def test_results_and_attributes_hide_the_raw_statistic():
+    X, y = data(40)
+    kx, ky = _kernels(X, y[:, None], 0.5, 1.0)
+    t0 = hsic_permutation_statistics(X, y[:, None], 2, np.random.default_rng(0), kx, ky)[0]
+    est = DPHSICTest(random_state=0, n_permutations=50).fit(X, y)
+    values = [getattr(est.result_, f.name) for f in fields(est.result_)]
+    values += list(vars(est).values())
+    for v in values:
+        if isinstance(v, (float, np.floating)):
+            assert not math.isclose(v, t0, rel_tol=1e-9)
+        assert np.asarray(v, dtype=object).size < 51
+    assert not any(k.startswith("_") for k in vars(est))

@@ -1,0 +1,111 @@
+"""Kernel resolution and bounds."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, Matern
+from sklearn.metrics.pairwise import rbf_kernel
+
+from skdptest.kernel._kernels import check_kernel_spec, resolve_kernel
+
+X = np.random.default_rng(0).uniform(size=(30, 3))
+
+
+@pytest.mark.parametrize("name", ["rbf", "laplacian", "chi2"])
+def test_nonnegative_named_kernels(name):
+    k = resolve_kernel(name, None, None, X)
+    assert k.kappa == 1.0 and k.nonnegative
+    assert k.diameter == pytest.approx(math.sqrt(2))
+    K = k(X)
+    assert K.shape == (30, 30) and K.min() >= 0 and K.max() <= 1 + 1e-12
+
+
+def test_default_gamma_is_one_over_n_features():
+    k = resolve_kernel("rbf", None, None, X)
+    np.testing.assert_allclose(k(X), rbf_kernel(X, gamma=1 / 3), rtol=1e-14)
+    k = resolve_kernel("rbf", {"gamma": 2.0}, None, X)
+    np.testing.assert_allclose(k(X), rbf_kernel(X, gamma=2.0), rtol=1e-14)
+
+
+def test_cosine_is_signed():
+    k = resolve_kernel("cosine", None, None, X)
+    assert not k.nonnegative and k.diameter == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("name", ["linear", "poly", "polynomial"])
+def test_unbounded_kernels_are_refused_without_bound(name):
+    with pytest.raises(ValueError, match="give kernel_bound"):
+        check_kernel_spec(name, None, None)
+
+
+def test_user_bound_is_used_and_checked():
+    k = resolve_kernel("linear", None, 3.0, X)  # ||x||^2 <= 3 on [0, 1]^3
+    assert k.kappa == 3.0 and k.diameter == pytest.approx(2 * math.sqrt(3))
+    with pytest.raises(ValueError, match="kernel_bound=0.1 is violated"):
+        resolve_kernel("linear", None, 0.1, X)
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "additive_chi2"])
+def test_not_positive_definite_refused(name):
+    with pytest.raises(ValueError, match="not a positive definite kernel"):
+        check_kernel_spec(name, None, None)
+
+
+def test_bad_specs():
+    with pytest.raises(ValueError, match="is not a kernel name"):
+        check_kernel_spec("gauss", None, None)
+    with pytest.raises(TypeError, match="kernel must be a kernel name"):
+        check_kernel_spec(3, None, None)
+    with pytest.raises(TypeError, match="kernel_params must be None or a dict"):
+        check_kernel_spec("rbf", [1], None)
+    with pytest.raises(ValueError, match=r"kernel_params has keys \['degree'\]"):
+        check_kernel_spec("rbf", {"degree": 2}, None)
+    with pytest.raises(ValueError, match=r"kernel_params\['gamma'\] must be finite and > 0"):
+        check_kernel_spec("rbf", {"gamma": -1.0}, None)
+    with pytest.raises(TypeError, match=r"kernel_params\['gamma'\] must be a real"):
+        check_kernel_spec("rbf", {"gamma": "median"}, None)
+    with pytest.raises(ValueError, match="kernel_bound must be finite and > 0"):
+        check_kernel_spec("rbf", None, 0.0)
+    with pytest.raises(TypeError, match="kernel_bound must be None or a real"):
+        check_kernel_spec("rbf", None, "1")
+    with pytest.raises(ValueError, match="y_kernel_bound must be finite"):
+        check_kernel_spec("rbf", None, -2, name="y_kernel")
+
+
+def test_chi2_needs_nonnegative_features():
+    with pytest.raises(ValueError, match="chi2' needs nonnegative features"):
+        resolve_kernel("chi2", None, None, X - 0.5)
+
+
+def test_gp_kernels():
+    k = resolve_kernel(ConstantKernel(2.0) * RBF(0.5), None, None, X)
+    assert k.kappa == pytest.approx(2.0) and k.nonnegative
+    np.testing.assert_allclose(k(X), 2.0 * rbf_kernel(X, gamma=2.0), rtol=1e-12)
+    k = resolve_kernel(Matern(), {"length_scale": 3.0}, None, X)
+    assert k.kappa == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="is not stationary"):
+        check_kernel_spec(DotProduct(), None, None)
+    k = resolve_kernel(DotProduct(sigma_0=0.0), None, 3.0, X)
+    assert not k.nonnegative
+    with pytest.raises(ValueError, match="does not take"):
+        check_kernel_spec(RBF(), {"gamma": 1.0}, None)
+
+
+def test_callable_kernel():
+    def gauss(A, B, scale=1.0):
+        return np.exp(-((A[:, None, :] - B[None]) ** 2).sum(-1) / scale)
+
+    with pytest.raises(ValueError, match="callable kernel needs an explicit kernel_bound"):
+        check_kernel_spec(gauss, None, None)
+    with pytest.raises(ValueError, match="callable kernel does not take"):
+        check_kernel_spec(gauss, {"gamma": 1}, 1.0)
+    k = resolve_kernel(gauss, {"scale": 3.0}, 1.0, X)
+    np.testing.assert_allclose(k(X), rbf_kernel(X, gamma=1 / 3), rtol=1e-12)
+    assert k.diameter == pytest.approx(2.0)  # only positive definiteness is assumed
+
+    def bad(A, B):
+        return np.ones((len(A), len(B) + 1))
+
+    with pytest.raises(ValueError, match="expected"):
+        resolve_kernel(bad, None, 1.0, X)

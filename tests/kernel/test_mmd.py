@@ -1,0 +1,319 @@
+"""DPMMDTest: statistic, golden value, paths, sensitivity, API and privacy contract."""
+
+import math
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.metrics.pairwise import rbf_kernel
+
+import skdptest.kernel._mmd as mmd_mod
+from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
+from skdptest.kernel._kernels import resolve_kernel
+from skdptest.kernel._mmd import (
+    draw_assignments,
+    mmd_permutation_statistics,
+    mmd_sensitivity,
+)
+
+GOLDEN_MMD_V = 0.37176159397016506
+
+
+def golden_data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(40, 3))
+    Y = rng.uniform(size=(60, 3)) + 0.3
+    return np.vstack([X, Y]), np.repeat([0, 1], [40, 60])
+
+
+def brute_stats(Z, assignments, gamma, ksample=False):
+    """Direct per-assignment formulas (mean embeddings), no shared code."""
+    K = rbf_kernel(Z, gamma=gamma)
+    out = []
+    for a in assignments:
+        groups = np.unique(a)
+        if not ksample:
+            v = np.where(a == 0, 1 / np.sum(a == 0), -1 / np.sum(a == 1))
+            out.append(math.sqrt(max(v @ K @ v, 0.0)))
+        else:
+            N = len(a)
+            t2 = 0.0
+            for g in groups:
+                w = (a == g) / np.sum(a == g) - 1 / N
+                t2 += np.sum(a == g) / N * (w @ K @ w)
+            out.append(math.sqrt(max(t2, 0.0)))
+    return np.array(out)
+
+
+def test_golden_value():
+    Z, y = golden_data()
+    k = resolve_kernel("rbf", None, None, Z)
+    s = mmd_permutation_statistics(Z, y, 5, np.random.default_rng(1), k)
+    assert s[0] == pytest.approx(GOLDEN_MMD_V, rel=1e-13)
+
+
+def test_golden_value_through_the_estimator_at_huge_epsilon():
+    Z, y = golden_data()
+    res = DPMMDTest(epsilon=1e12, random_state=0, n_permutations=20).test(Z, y)
+    assert res.statistic == pytest.approx(GOLDEN_MMD_V, abs=1e-9)
+    assert res.sensitivity == pytest.approx(math.sqrt(2) / 40)
+
+
+@pytest.mark.parametrize("max_kernel_bytes", [None, 0])
+@pytest.mark.parametrize("block_rows", [1024, 7])
+@pytest.mark.parametrize("max_column_bytes", [None, 800])
+def test_all_paths_match_brute_force(monkeypatch, max_kernel_bytes, block_rows,
+                                     max_column_bytes):
+    monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", block_rows)
+    rng = np.random.default_rng(3)
+    Z = rng.normal(size=(37, 2))
+    codes = np.repeat([0, 1], [15, 22])
+    k = resolve_kernel("rbf", {"gamma": 0.7}, None, Z)
+    s = mmd_permutation_statistics(Z, codes, 30, np.random.default_rng(5), k,
+                                   max_kernel_bytes=max_kernel_bytes,
+                                   max_column_bytes=max_column_bytes)
+    A = draw_assignments(codes, 30, np.random.default_rng(5))
+    np.testing.assert_allclose(s, brute_stats(Z, A, 0.7), rtol=1e-11, atol=1e-13)
+    codes3 = np.repeat([0, 1, 2], [10, 12, 15])
+    s3 = mmd_permutation_statistics(Z, codes3, 30, np.random.default_rng(5), k,
+                                    max_kernel_bytes=max_kernel_bytes,
+                                    max_column_bytes=max_column_bytes)
+    A3 = draw_assignments(codes3, 30, np.random.default_rng(5))
+    np.testing.assert_allclose(s3, brute_stats(Z, A3, 0.7, ksample=True), rtol=1e-11,
+                               atol=1e-13)
+
+
+def test_assignments_are_uniform_relabellings():
+    codes = np.repeat([0, 1], [2, 3])
+    A = draw_assignments(codes, 5000, np.random.default_rng(0))
+    assert np.array_equal(A[0], codes)
+    assert np.all((A[1:] == 0).sum(axis=1) == 2)
+    # all C(5, 2) = 10 placements equally likely
+    keys = (A[1:] == 0) @ (2 ** np.arange(5))
+    _, counts = np.unique(keys, return_counts=True)
+    assert counts.size == 10
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_two_group_ksample_statistic_gives_the_same_test():
+    rng = np.random.default_rng(2)
+    Z = rng.normal(size=(50, 2))
+    codes = np.repeat([0, 1], [20, 30])
+    k = resolve_kernel("rbf", None, None, Z)
+    s2 = mmd_permutation_statistics(Z, codes, 200, np.random.default_rng(1), k)
+    sk = mmd_permutation_statistics(Z, codes, 200, np.random.default_rng(1), k, ksample=True)
+    np.testing.assert_allclose(sk, math.sqrt(20 * 30) / 50 * s2, rtol=1e-10)
+    d2 = mmd_sensitivity([20, 30], k.diameter)
+    dk = math.sqrt(2) / 50 * math.sqrt(30 / 20)
+    assert mmd_sensitivity([20, 30, 0][:2], k.diameter) == pytest.approx(math.sqrt(2) / 20)
+    assert dk == pytest.approx(math.sqrt(20 * 30) / 50 * d2)
+
+
+# -- sensitivity by brute force ------------------------------------------------------------
+
+def _max_move(Z, codes, candidates, kernel, n_perm=40):
+    """Largest change of any of the B + 1 statistics over all one-row replacements."""
+    base = mmd_permutation_statistics(Z, codes, n_perm, np.random.default_rng(9), kernel)
+    worst = 0.0
+    for i in range(len(Z)):
+        for c in candidates:
+            Z2 = Z.copy()
+            Z2[i] = c
+            s = mmd_permutation_statistics(Z2, codes, n_perm, np.random.default_rng(9), kernel)
+            worst = max(worst, np.max(np.abs(s - base)))
+    return worst
+
+
+def test_sensitivity_attained_by_two_point_masses():
+    # Group 0 at 0, group 1 at 100 (k = 0 between them); moving one point of
+    # the smaller group attains Delta = sqrt(2) / min(m, n) exactly.
+    Z = np.r_[np.zeros(4), np.full(6, 100.0)][:, None]
+    codes = np.repeat([0, 1], [4, 6])
+    k = resolve_kernel("rbf", None, None, Z)
+    delta = mmd_sensitivity([4, 6], k.diameter)
+    assert delta == pytest.approx(math.sqrt(2) / 4)
+    worst = _max_move(Z, codes, [np.array([0.0]), np.array([100.0]), np.array([-50.0])], k)
+    assert worst <= delta * (1 + 1e-9)
+    assert worst >= delta * (1 - 1e-9)  # attained: a halved Delta fails
+    assert not worst <= (delta / 2) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("sizes", [(3, 5), (3, 4, 5)])
+def test_sensitivity_brute_force_random_data(sizes):
+    rng = np.random.default_rng(4)
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    Z = rng.normal(size=(len(codes), 2))
+    cands = [rng.normal(scale=5, size=2) for _ in range(4)] + [Z[0], np.full(2, 50.0)]
+    k = resolve_kernel("rbf", {"gamma": 2.0}, None, Z)
+    delta = mmd_sensitivity(sizes, k.diameter)
+    worst = _max_move(Z, codes, cands, k, n_perm=20)
+    assert worst <= delta * (1 + 1e-9)
+
+
+def test_ksample_sensitivity_attained_by_point_masses():
+    sizes = (3, 4, 5)
+    codes = np.repeat([0, 1, 2], sizes)
+    Z = np.r_[np.zeros(3), np.full(4, 100.0), np.full(5, 200.0)][:, None]
+    k = resolve_kernel("rbf", None, None, Z)
+    delta = mmd_sensitivity(sizes, k.diameter)
+    worst = _max_move(Z, codes, [np.array([300.0]), np.array([100.0])], k, n_perm=20)
+    assert delta / 2 < worst <= delta * (1 + 1e-9)
+
+
+def test_sensitivity_scales_with_the_kernel_bound():
+    assert mmd_sensitivity([10, 20], math.sqrt(2 * 4.0)) == pytest.approx(
+        2 * mmd_sensitivity([10, 20], math.sqrt(2)))
+
+
+def test_noise_scale_used_by_fit():
+    # T~_0 - T_0 over seeds must be Laplace(2 Delta / epsilon); halving fails.
+    Z, y = golden_data()
+    est = DPMMDTest(epsilon=2.0, n_permutations=3)
+    noise = []
+    for seed in range(600):
+        est.set_params(random_state=seed).fit(Z, y)
+        noise.append(est.result_.statistic - GOLDEN_MMD_V)
+    scale = 2 * (math.sqrt(2) / 40) / 2.0
+    assert est.result_.noise_scale == pytest.approx(scale)
+    assert stats.kstest(noise, stats.laplace(scale=scale).cdf).pvalue > 1e-3
+    assert stats.kstest(noise, stats.laplace(scale=scale / 2).cdf).pvalue < 1e-4
+
+
+# -- API ----------------------------------------------------------------------------------
+
+def test_string_labels_and_dataframe():
+    Z, y = golden_data()
+    df = pd.DataFrame(Z, columns=["a", "b", "c"])
+    labels = np.where(y == 0, "control", "treated")
+    est = DPMMDTest(random_state=0, n_permutations=99).fit(df, labels)
+    assert list(est.feature_names_in_) == ["a", "b", "c"]
+    assert list(est.classes_) == ["control", "treated"]
+    assert est.result_.method == "dpMMD"
+    assert est.decision() == est.result_.reject
+
+
+def test_three_groups():
+    rng = np.random.default_rng(0)
+    Z = np.vstack([rng.normal(size=(100, 2)), rng.normal(size=(100, 2)),
+                   rng.normal(1.5, size=(100, 2))])
+    y = np.repeat([1, 2, 3], 100)
+    res = DPMMDTest(random_state=0, n_permutations=199).test(Z, y)
+    assert res.method == "dpMMD k-sample"
+    assert res.sensitivity == pytest.approx(math.sqrt(2) / 300 * math.sqrt(200 / 100))
+    assert res.reject
+
+
+def test_one_class_raises_and_charges_nothing():
+    budget = PrivacyBudget(1.0)
+    est = DPMMDTest(budget=budget)
+    with pytest.raises(ValueError, match="1 class"):
+        est.fit(np.ones((5, 2)), np.zeros(5))
+    with pytest.raises(ValueError, match="1 class"):
+        est.fit(np.ones((1, 2)), [3])
+    assert budget.spent[0] == 0
+
+
+@pytest.mark.parametrize(
+    "params, exc, match",
+    [
+        ({"epsilon": 0.0}, ValueError, "epsilon"),
+        ({"epsilon": "1"}, TypeError, "epsilon"),
+        ({"delta": 1.0}, ValueError, "delta"),
+        ({"alpha": 1.5}, ValueError, "alpha"),
+        ({"n_permutations": 0}, ValueError, "n_permutations"),
+        ({"n_permutations": 2.5}, TypeError, "n_permutations"),
+        ({"kernel": "linear"}, ValueError, "kernel_bound"),
+        ({"kernel": "sigmoid"}, ValueError, "positive definite"),
+        ({"kernel_params": {"gamma": 0}}, ValueError, "gamma"),
+        ({"kernel": "linear", "kernel_bound": 0.01}, ValueError, "kernel_bound=0.01"),
+        ({"budget": 1.0}, TypeError, "budget"),
+    ],
+)
+def test_bad_parameters_raise_and_charge_nothing(params, exc, match):
+    Z, y = golden_data()
+    budget = PrivacyBudget(1.0)
+    est = DPMMDTest(budget=budget, n_permutations=9).set_params(**params)
+    with pytest.raises(exc, match=match):
+        est.fit(Z, y)
+    assert budget.spent[0] == 0
+    assert len(budget.ledger) == 0
+
+
+def test_budget_charged_per_fit_and_score_and_refused_when_exhausted():
+    Z, y = golden_data()
+    budget = PrivacyBudget(1.0)
+    est = DPMMDTest(epsilon=0.4, budget=budget, random_state=0, n_permutations=99)
+    est.fit(Z, y)
+    score = est.score(Z, y)
+    assert budget.spent[0] == pytest.approx(0.8)
+    assert score > 0
+    with pytest.raises(BudgetExceededError):
+        est.fit(Z, y)
+    assert budget.spent[0] == pytest.approx(0.8)
+
+
+def test_score_is_minus_log_p_value():
+    Z, y = golden_data()
+    est = DPMMDTest(random_state=0, n_permutations=99).fit(Z, y)
+    # score draws from stream 1 of the same seed: replay it
+    from skdptest._validation import check_generator
+    rng = check_generator(0, stream=1)
+    k = resolve_kernel("rbf", None, None, Z)
+    s = mmd_permutation_statistics(Z, y, 99, rng, k)
+    noisy = s + rng.laplace(0, 2 * math.sqrt(2) / 40, size=s.shape)
+    p = (1 + np.sum(noisy[1:] >= noisy[0])) / 100
+    assert est.score(Z, y) == pytest.approx(-math.log(p))
+
+
+def test_results_and_attributes_hide_the_raw_statistic():
+    Z, y = golden_data()
+    est = DPMMDTest(random_state=0, n_permutations=50).fit(Z, y)
+    res = est.result_
+    numbers = [getattr(res, f.name) for f in fields(res)]
+    numbers += [v for v in vars(est).values()]
+    for value in numbers:
+        arr = np.atleast_1d(np.asarray(value, dtype=object))
+        for item in arr.ravel():
+            if isinstance(item, (float, np.floating)):
+                assert not math.isclose(item, GOLDEN_MMD_V, rel_tol=1e-9)
+        assert arr.size < 51  # no B + 1 statistics or noise vectors stored
+    assert not any(k.startswith("_") for k in vars(est))
+
+
+def test_reproducible_with_seed():
+    Z, y = golden_data()
+    a = DPMMDTest(random_state=3, n_permutations=99).test(Z, y)
+    b = DPMMDTest(random_state=3, n_permutations=99).test(Z, y)
+    assert a == b
+
+
+def test_agrees_with_scipy_permutation_test_as_epsilon_grows():
+    # Same statistic; scipy enumerates all C(12, 5) = 792 relabellings
+    # (exact), ours uses B = 3000 random ones: p-values agree within the Monte
+    # Carlo error and the released statistic is the statistic.
+    rng = np.random.default_rng(11)
+    for shift in (0.0, 0.8, 2.0):
+        Z = np.vstack([rng.normal(size=(5, 2)) + shift, rng.normal(size=(7, 2))])
+        y = np.repeat([0, 1], [5, 7])
+        K = rbf_kernel(Z, gamma=0.5)
+
+        def mmd(i, j, axis=-1, K=K):
+            out = []
+            for a, b in zip(np.atleast_2d(i), np.atleast_2d(j), strict=True):
+                v = np.zeros(12)
+                v[a.astype(int)] += 1 / 5
+                v[b.astype(int)] -= 1 / 7
+                out.append(math.sqrt(max(v @ K @ v, 0)))
+            return np.array(out) if np.ndim(i) > 1 else np.float64(out[0])
+
+        ref = stats.permutation_test((np.arange(5.0), np.arange(5.0, 12.0)), mmd,
+                                     permutation_type="independent",
+                                     alternative="greater", n_resamples=10**5)
+        res = DPMMDTest(epsilon=1e12, n_permutations=3000, random_state=1).test(Z, y)
+        assert res.statistic == pytest.approx(ref.statistic, abs=1e-9)
+        tol = 4 * math.sqrt(ref.pvalue * (1 - ref.pvalue) / 3000) + 2 / 3001
+        assert abs(res.p_value - ref.pvalue) <= tol
+        if abs(ref.pvalue - 0.05) > tol:
+            assert res.reject == (ref.pvalue <= 0.05)
