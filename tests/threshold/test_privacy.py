@@ -1,0 +1,229 @@
+"""Exact privacy of GTM-R by numerical integration of its output law.
+
+The law over {1..T, never} is computed by
+:func:`skdptest.threshold.exact_output_log_probabilities`, which takes every
+parameter from the function the shipped search uses
+(:func:`~skdptest.threshold.gtm_step_parameters`). For neighbouring data sets
+(each mechanism's p_t moved to a corner of its privacy box) the largest
+|log Pr_X[o] − Pr_X'[o]| must be ≤ ε; under-noised mutants of the shipped
+parameter function must be flagged by the same check.
+
+TOL is the quadrature error: halving the grid step moves log-probabilities by
+about 1e-5 and log-ratios by far less (see ``test_quadrature_converges``).
+"""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import skdptest.threshold._params as params_module
+from skdptest.threshold import (
+    GaussianThresholdQuery,
+    RandomizedResponse,
+    exact_output_log_probabilities,
+)
+from skdptest.threshold._gtm import _search
+
+TOL = 1e-4
+EPS = 1.0
+
+
+def lap_p(gap, eps_t):
+    """Pr[q + Lap(1/eps_t) >= c] with gap = (c - q) / sensitivity."""
+    return 0.5 * math.exp(-gap * eps_t) if gap >= 0 else 1.0 - 0.5 * math.exp(gap * eps_t)
+
+
+def rr_p(bit, eps_t):
+    keep = 1.0 / (1.0 + math.exp(-eps_t))
+    return keep if bit > 0 else 1.0 - keep
+
+
+def law(p, eps_t, p_star=0.5, deltas=None, epsilon=EPS):
+    return exact_output_log_probabilities(p, [eps_t] * len(p), p_star, deltas, epsilon=epsilon)
+
+
+def max_log_ratio_rr(T, eps_t, p_star, epsilon=EPS):
+    """Randomized response: every bit vector is a data set; any two may be neighbours."""
+    laws = [law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon)
+            for bits in itertools.product([-1, 1], repeat=T)]
+    return max(np.max(np.abs(a - b)) for a, b in itertools.combinations(laws, 2))
+
+
+def max_log_ratio_corners(gaps, eps_t, p_star=0.5, epsilon=EPS, directions=None):
+    """Noisy threshold queries: X at ``gaps``, X' with every gap moved by -1, 0 or +1."""
+    base = law([lap_p(g, eps_t) for g in gaps], eps_t, p_star, epsilon=epsilon)
+    directions = directions or itertools.product([-1, 0, 1], repeat=len(gaps))
+    best = 0.0
+    for d in directions:
+        other = law([lap_p(g + s, eps_t) for g, s in zip(gaps, d)], eps_t, p_star,
+                    epsilon=epsilon)
+        best = max(best, float(np.max(np.abs(base - other))))
+    return best
+
+
+def max_log_ratio_gaussian(gaps, eps_t, delta_t, p_star=0.5, epsilon=EPS):
+    """Gaussian threshold queries (purified by GTM); gaps in units of the sensitivity."""
+    sigma = GaussianThresholdQuery(lambda X, y: 0.0, 0.0, eps_t, delta_t).sigma
+
+    def p(g):
+        return float(stats.norm.sf(g / sigma))
+
+    T = len(gaps)
+    deltas = [delta_t] * T
+    base = law([p(g) for g in gaps], eps_t, p_star, deltas, epsilon)
+    best = 0.0
+    for d in itertools.product([-1, 0, 1], repeat=T):
+        other = law([p(g + s) for g, s in zip(gaps, d)], eps_t, p_star, deltas, epsilon)
+        best = max(best, float(np.max(np.abs(base - other))))
+    return best
+
+
+@pytest.fixture
+def mutant(monkeypatch):
+    """Monkeypatch the shipped noise means (used by the search and the integrator)."""
+    original = params_module._noise_means
+
+    def apply(b0_factor, b1_factor):
+        def mutated(epsilon, theta):
+            b0, b1 = original(epsilon, theta)
+            return b0 * b0_factor, b1 * b1_factor
+
+        monkeypatch.setattr(params_module, "_noise_means", mutated)
+
+    return apply
+
+
+# -- the integrator ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p_star", [0.5, 0.99])
+def test_output_law_sums_to_one(p_star):
+    p = [0.1, 0.6, 0.95]
+    lp = law(p, 0.25, p_star)
+    assert lp.shape == (4,)
+    err = abs(np.exp(lp).sum() - 1.0)
+    assert err < 1e-5
+    # O(h^2) quadrature error: halving the grid step divides it by about 4
+    fine = exact_output_log_probabilities(p, [0.25] * 3, p_star, resolution=80)
+    assert abs(np.exp(fine).sum() - 1.0) < err / 3
+
+
+def test_quadrature_converges():
+    p = [lap_p(3.0, 0.25), lap_p(8.0, 0.25)]
+    q = [lap_p(2.0, 0.25), lap_p(9.0, 0.25)]
+    coarse = law(p, 0.25) - law(q, 0.25)
+    fine = (exact_output_log_probabilities(p, [0.25] * 2, resolution=80)
+            - exact_output_log_probabilities(q, [0.25] * 2, resolution=80))
+    assert np.max(np.abs(coarse - fine)) < TOL / 10
+    fine_p = exact_output_log_probabilities(p, [0.25] * 2, resolution=80)
+    assert np.max(np.abs(law(p, 0.25) - fine_p)) < 1e-4
+
+
+def test_output_law_matches_the_shipped_search():
+    """The law integrated equals the frequencies of the shipped search (same code path)."""
+    eps_t = 0.25
+    bits = [-1, -1, 1]
+    mechs = [RandomizedResponse(lambda X, y, b=b: b > 0, eps_t) for b in bits]
+    expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, 0.5))
+    rng = np.random.default_rng(12345)
+    n = 3000
+    counts = np.zeros(4)
+    X = np.zeros((1, 1))
+    for _ in range(n):
+        i = _search(mechs, [(eps_t, 0.0)] * 3, [0.5] * 3, X, None, rng, epsilon=EPS,
+                    beta=0.1, gamma=1.5, theta=1.0)
+        counts[3 if i is None else i] += 1
+    keep = expected * n >= 5
+    obs = np.append(counts[keep], counts[~keep].sum())
+    exp = np.append(expected[keep], expected[~keep].sum()) * n
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    assert stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue > 1e-3
+
+
+# -- privacy of the shipped parameters ----------------------------------------------------
+
+
+@pytest.mark.parametrize("p_star", [0.5, 0.99])
+def test_randomized_response_flips_are_private(p_star):
+    assert max_log_ratio_rr(3, 0.25, p_star) <= EPS + TOL
+
+
+def test_threshold_queries_at_corners_are_private_and_the_check_is_tight():
+    worst = max(max_log_ratio_corners((3.0, 8.0), 0.25),
+                max_log_ratio_corners((0.0, 40.0), 0.05))
+    assert worst <= EPS + TOL
+    # the sparse-vector analysis is tight here: the check can see a violation
+    assert worst >= 0.95 * EPS
+
+
+def test_threshold_queries_flip_branch_are_private():
+    assert max_log_ratio_corners((-2.0, 6.0), 0.25, p_star=0.95) <= EPS + TOL
+
+
+def test_gaussian_threshold_queries_through_purification_are_private():
+    assert max_log_ratio_gaussian((-1.0, 2.0), 0.25, 1e-3) <= EPS + TOL
+
+
+@pytest.mark.parametrize("b0_factor, b1_factor", [(1 / 3, 1.0), (1.0, 0.5)],
+                         ids=["threshold-noise-mean/3", "step-noise-mean/2"])
+def test_under_noised_mutants_are_flagged(mutant, b0_factor, b1_factor):
+    mutant(b0_factor, b1_factor)
+    # the mutant reaches the shipped search too
+    sp = params_module.gtm_step_parameters(1, 0.25, 0.0, 0.5, epsilon=EPS, beta=0.1,
+                                           gamma=1.5, theta=1.0)
+    assert sp.b0 == pytest.approx(3.0 * b0_factor) and sp.b1 == pytest.approx(3.0 * b1_factor)
+    assert max_log_ratio_corners((3.0, 8.0), 0.25) > EPS + 0.5
+
+
+# -- slow: longer streams ------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("p_star", [0.1, 0.5, 0.99])
+def test_slow_randomized_response_six_steps(p_star):
+    assert max_log_ratio_rr(6, 0.25, p_star) <= EPS + TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eps_t, p_star", [(0.05, 0.5), (0.1, 0.1), (0.25, 0.5), (0.25, 0.9)])
+def test_slow_threshold_corners_six_steps(eps_t, p_star):
+    rng = np.random.default_rng(2024)
+    worst = 0.0
+    for _ in range(3):
+        gaps = tuple(rng.uniform(-4, 12, size=6) / (4 * eps_t))
+        dirs = [tuple(rng.choice([-1, 0, 1], size=6)) for _ in range(15)]
+        # the classical worst pattern: earlier steps up, later steps down
+        dirs += [tuple([-1] * j + [1] * (6 - j)) for j in range(7)]
+        worst = max(worst, max_log_ratio_corners(gaps, eps_t, p_star, directions=dirs))
+    assert worst <= EPS + TOL
+
+
+@pytest.mark.slow
+def test_slow_gaussian_six_steps():
+    gaps = (-3.0, -1.0, 0.0, 2.0, 4.0, 8.0)
+    sigma_dirs = [tuple([-1] * j + [1] * (6 - j)) for j in range(7)]
+    eps_t, delta_t = 0.25, 1e-3
+    sigma = GaussianThresholdQuery(lambda X, y: 0.0, 0.0, eps_t, delta_t).sigma
+    deltas = [delta_t] * 6
+
+    def p(g):
+        return float(stats.norm.sf(g / sigma))
+
+    base = law([p(g) for g in gaps], eps_t, 0.5, deltas)
+    worst = max(float(np.max(np.abs(base - law([p(g + s) for g, s in zip(gaps, d)], eps_t,
+                                                0.5, deltas)))) for d in sigma_dirs)
+    assert worst <= EPS + TOL
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("b0_factor, b1_factor", [(1 / 3, 1.0), (1.0, 0.5)],
+                         ids=["threshold-noise-mean/3", "step-noise-mean/2"])
+def test_slow_mutants_flagged_on_six_steps(mutant, b0_factor, b1_factor):
+    mutant(b0_factor, b1_factor)
+    gaps = (-8.0, -8.0, 2.0, 3.0, 8.0, 12.0)
+    dirs = [tuple([-1] * j + [1] * (6 - j)) for j in range(7)]
+    assert max_log_ratio_corners(gaps, 0.25, directions=dirs) > EPS + 0.3
