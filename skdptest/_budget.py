@@ -264,6 +264,11 @@ class PrivacyBudget:
     def __len__(self):
         return len(self.ledger)
 
+    def __bool__(self):
+        # A handle is a handle: without this, ``__len__`` would make a budget with
+        # no spends yet falsy, and ``if budget:`` would skip charging it.
+        return True
+
     def __repr__(self):
         eps, delta = self.spent
         return (
