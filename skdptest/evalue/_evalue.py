@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from numbers import Real
 
 import numpy as np
@@ -50,22 +51,55 @@ def check_statistic_params(est):
     return epsilon
 
 
+_PLANS = OrderedDict()  # public planning computations, reused across fits
+_PLANS_MAX = 64
+
+
+def _cached(key, anchors, compute):
+    """Memoise a public computation keyed on the identity of the law objects.
+
+    ``anchors`` (the law objects) are stored with the value, so an id is never
+    reused while its entry lives.
+    """
+    hit = _PLANS.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], anchors, strict=True)):
+        _PLANS.move_to_end(key)
+        return hit[1]
+    value = compute()
+    _PLANS[key] = (anchors, value)
+    while len(_PLANS) > _PLANS_MAX:
+        _PLANS.popitem(last=False)
+    return value
+
+
 def resolve_statistic(est, n_features, epsilon):
     """The laws and the per-row statistic of an e-value estimator, for ``n_features``."""
-    null, alternative = (
-        default_laws(n_features) if est.null is None else (est.null, est.alternative)
-    )
-    laws = make_laws(null, alternative)
-    if laws.n_features != n_features:
-        raise ValueError(
-            f"X has {n_features} feature(s) but the null distribution has dimension "
-            f"{laws.n_features}."
+
+    def compute():
+        null, alternative = (
+            default_laws(n_features) if est.null is None else (est.null, est.alternative)
         )
-    if est.statistic == "optimal":
-        stat = optimal_statistic(laws, epsilon)[0]
-    else:
-        stat = tslr_statistic(laws, epsilon)
-    return laws, stat
+        laws = make_laws(null, alternative)
+        if laws.n_features != n_features:
+            raise ValueError(
+                f"X has {n_features} feature(s) but the null distribution has dimension "
+                f"{laws.n_features}."
+            )
+        if est.statistic == "optimal":
+            return laws, optimal_statistic(laws, epsilon)[0]
+        return laws, tslr_statistic(laws, epsilon)
+
+    anchors = (est.null, est.alternative)
+    key = ("stat", id(est.null), id(est.alternative), est.statistic, epsilon, n_features)
+    return _cached(key, anchors, compute)
+
+
+def resolve_bet(est, laws, stat, n, epsilon):
+    """The bet of an e-value estimator: fixed, or planned for n rows (public)."""
+    if est.bet != "auto":
+        return float(est.bet)
+    key = ("bet", id(laws), id(stat), n, epsilon)
+    return _cached(key, (laws, stat), lambda: choose_bet(laws, stat, n, epsilon))
 
 
 class PrivateEValueTest(BasePrivateTest):
@@ -185,7 +219,7 @@ class PrivateEValueTest(BasePrivateTest):
         epsilon = float(self.epsilon)
         laws, stat = resolve_statistic(self, X.shape[1], epsilon)
         n = X.shape[0]
-        bet = choose_bet(laws, stat, n, epsilon) if self.bet == "auto" else float(self.bet)
+        bet = resolve_bet(self, laws, stat, n, epsilon)
         log_e, scale = release(stat.log_e(laws.log_ratio(X)), stat, bet, epsilon, rng)
         return log_e, bet, scale, stat.name
 

@@ -1,0 +1,362 @@
+"""PrivateEValueTest: validity, privacy, e-power, input handling and budget charging."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import integrate, stats
+
+import skdptest.evalue._merge as merge_module
+from skdptest import EValueResult, PrivacyBudget, PrivateEValueTest, optimal_rate
+from skdptest.evalue._laws import make_laws
+from skdptest.evalue._merge import choose_bet, expected_log_release
+from skdptest.evalue._optimal import optimal_statistic
+
+P0 = 0.3
+BERNOULLI_PAIRS_EPS1 = [0.5, 0.6, 0.7]
+# recoveries E_Q[log E] / (n R_ε) at n = 1000 from evalues.md
+REFERENCE_RECOVERY = {(0.5, 0.5): 0.943, (0.5, 1.0): 0.986, (0.6, 1.0): 0.976,
+                      (0.7, 0.5): 0.969, (0.7, 1.0): 0.981}
+
+
+def _bern(q):
+    return stats.bernoulli(P0), stats.bernoulli(q)
+
+
+def _bernoulli_e_star(q, eps):
+    """E* on {0, 1} from the closed form of evalues.md (independent of the solver)."""
+    lr = np.array([(1 - q) / (1 - P0), q / P0])
+    if lr.max() / lr.min() <= math.exp(eps):
+        return lr
+    c1 = 1.0 / (1 - P0 + P0 * math.exp(eps))
+    return np.clip(lr, c1, math.exp(eps) * c1)
+
+
+# ---------------------------------------------------------------- validity
+@pytest.mark.parametrize("q, eps", list(REFERENCE_RECOVERY))
+@pytest.mark.parametrize("n", [1, 10, 1000])
+def test_exact_validity_bernoulli(q, eps, n):
+    """E_P[exp(Λ̃)] = (E_P[1 − λ + λE])^n E[e^Z](1 − b²), computed independently."""
+    null, alt = _bern(q)
+    est = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1)))
+    lam, b = est.result_.bet, est.result_.noise_scale
+    e = _bernoulli_e_star(q, eps)
+    per_row = (1 - P0) * (1 - lam + lam * e[0]) + P0 * (1 - lam + lam * e[1])
+    laplace_mgf = 1.0 / (1.0 - b * b)
+    assert per_row**n * laplace_mgf * (1 - b * b) <= 1.0 + 1e-12
+    # the noise is the one the sensitivity requires: b ε = log of the merged range
+    merged = 1 - lam + lam * e
+    assert b * eps == pytest.approx(math.log(merged.max() / merged.min()), rel=1e-12)
+    assert b < 1.0
+
+
+@pytest.mark.parametrize("shift", [0.3, 1.0])
+def test_exact_validity_gaussian(shift):
+    null, alt = stats.norm(0, 1), stats.norm(shift, 1)
+    est = PrivateEValueTest(null, alt, epsilon=1.0, random_state=0).fit(np.zeros((50, 1)))
+    lam = est.result_.bet
+    r = optimal_rate(null, alt, 1.0)
+
+    def merged(x):
+        e = min(r.c2, max(r.c1, math.exp(alt.logpdf(x) - null.logpdf(x))))
+        return (1 - lam + lam * e) * null.pdf(x)
+
+    kinks = [(math.log(c) + shift**2 / 2) / shift for c in (r.c1, r.c2)]
+    per_row = sum(integrate.quad(merged, a, b, epsabs=1e-14, limit=200)[0]
+                  for a, b in zip([-40, *kinks], [*kinks, 40], strict=True))
+    assert per_row == pytest.approx(1.0, abs=1e-10)
+    assert per_row**50 <= 1.0 + 1e-9
+
+
+def _release_draws(null, alt, sampler, n, reps, seed, **kw):
+    rng = np.random.default_rng(seed)
+    est = PrivateEValueTest(null, alt, random_state=rng, **kw)
+    return np.array([est.fit(sampler(rng, n)).result_.log_e_value for _ in range(reps)]), est
+
+
+@pytest.mark.parametrize(
+    "null, alt, sampler",
+    [
+        (stats.bernoulli(P0), stats.bernoulli(0.6),
+         lambda rng, n: rng.binomial(1, P0, size=(n, 1))),
+        (stats.norm(0, 1), stats.norm(0.5, 1), lambda rng, n: rng.normal(size=(n, 1))),
+    ],
+    ids=["bernoulli", "gaussian"],
+)
+def test_monte_carlo_validity(null, alt, sampler):
+    """Mean of E under P is at most 1 within 4 Monte Carlo standard errors.
+
+    A fixed bet keeps the Laplace scale below 1/2, so that E has a finite variance
+    and the standard error means what it says.
+    """
+    logs, est = _release_draws(null, alt, sampler, n=20, reps=4000, seed=1,
+                               epsilon=1.0, bet=0.4)
+    assert est.result_.noise_scale < 0.5
+    e = np.exp(logs)
+    se = e.std(ddof=1) / math.sqrt(e.size)
+    assert e.mean() <= 1.0 + 4 * se
+
+
+# ---------------------------------------------------------------- privacy
+def _neighbour_log_ratio(null, alt, X, row_values, eps, seed=3):
+    """Max |log density ratio| of the released log e-value over neighbouring datasets.
+
+    The release is Λ(D) + Z + c with Z ~ Laplace(b); with the same noise draw the two
+    outputs differ by exactly Λ(D) − Λ(D'), and the Laplace log density ratio at any
+    output is at most |Λ(D) − Λ(D')| / b, attained on a tail: we evaluate it on a grid.
+    """
+    worst = 0.0
+    for i in (0, len(X) - 1):
+        for v in row_values:
+            for w in row_values:
+                D, D2 = X.copy(), X.copy()
+                D[i, 0], D2[i, 0] = v, w
+                r1 = PrivateEValueTest(null, alt, epsilon=eps, random_state=seed).fit(D).result_
+                r2 = PrivateEValueTest(null, alt, epsilon=eps, random_state=seed).fit(D2).result_
+                b = r1.noise_scale
+                grid = np.linspace(r1.log_e_value - 20, r1.log_e_value + 20, 2001)
+                lp1 = stats.laplace(loc=r1.log_e_value, scale=b).logpdf(grid)
+                lp2 = stats.laplace(loc=r2.log_e_value, scale=r2.noise_scale).logpdf(grid)
+                worst = max(worst, float(np.max(np.abs(lp1 - lp2))))
+    return worst
+
+
+@pytest.mark.parametrize("q, eps", [(0.7, 1.0), (0.5, 0.5), (0.9, 2.0)])
+def test_privacy_of_release_on_adversarial_replacements(q, eps):
+    X = np.random.default_rng(0).binomial(1, 0.5, size=(40, 1)).astype(float)
+    worst = _neighbour_log_ratio(*_bern(q), X, [0.0, 1.0], eps)
+    assert worst <= eps + 1e-9
+    assert worst >= 0.5 * eps  # the replacement moves the statistic: the check is not vacuous
+
+
+def test_privacy_gaussian_worst_case_rows():
+    null, alt = stats.norm(0, 1), stats.norm(1, 1)
+    X = np.random.default_rng(0).normal(size=(30, 1))
+    worst = _neighbour_log_ratio(null, alt, X, [-50.0, 0.0, 50.0], 1.0)
+    assert worst <= 1.0 + 1e-9
+    assert worst >= 0.9
+
+
+def test_halved_noise_fails_the_privacy_check(monkeypatch):
+    real = merge_module.noise_scale
+    monkeypatch.setattr(merge_module, "noise_scale", lambda *a: 0.5 * real(*a))
+    X = np.random.default_rng(0).binomial(1, 0.5, size=(40, 1)).astype(float)
+    worst = _neighbour_log_ratio(*_bern(0.7), X, [0.0, 1.0], 1.0)
+    assert worst > 1.5
+
+
+def test_noise_is_laplace_with_the_reported_scale():
+    """Statistical audit of the noise itself: the residuals of the release around the
+    independently computed merged statistic follow Laplace(b) (Kolmogorov-Smirnov)."""
+    q, eps = 0.7, 1.0
+    X = np.random.default_rng(5).binomial(1, 0.5, size=(100, 1))
+    est = PrivateEValueTest(*_bern(q), epsilon=eps, random_state=np.random.default_rng(6))
+    outs = []
+    for _ in range(3000):
+        r = est.fit(X).result_
+        outs.append(r.log_e_value)
+    lam, b = r.bet, r.noise_scale
+    e = _bernoulli_e_star(q, eps)
+    center = float(np.sum(np.log(1 - lam + lam * e[X[:, 0]]))) + math.log(1 - b * b)
+    ks = stats.kstest(np.array(outs) - center, stats.laplace(scale=b).cdf)
+    assert ks.pvalue > 1e-3
+    merged = 1 - lam + lam * e
+    assert b * eps >= math.log(merged.max() / merged.min()) - 1e-12
+
+
+# ---------------------------------------------------------------- e-power
+@pytest.mark.parametrize("q", BERNOULLI_PAIRS_EPS1)
+def test_e_power_at_least_90_percent_of_rate(q):
+    n, eps = 1000, 1.0
+    null, alt = _bern(q)
+    rate = optimal_rate(null, alt, eps).rate
+    r = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1))).result_
+    lam, b = r.bet, r.noise_scale
+    e = _bernoulli_e_star(q, eps)
+    exact = n * ((1 - q) * math.log(1 - lam + lam * e[0]) + q * math.log(1 - lam + lam * e[1]))
+    exact += math.log(1 - b * b)
+    assert exact >= 0.9 * n * rate
+    assert exact / (n * rate) == pytest.approx(REFERENCE_RECOVERY[(q, eps)], abs=0.003)
+
+
+@pytest.mark.parametrize("q, eps", list(REFERENCE_RECOVERY))
+def test_auto_bet_recovers_reference_figures(q, eps):
+    laws = make_laws(*_bern(q))
+    stat, rate = optimal_statistic(laws, eps)
+    bet = choose_bet(laws, stat, 1000, eps)
+    value = expected_log_release(laws, stat, bet, 1000, eps)
+    assert value / (1000 * rate.rate) == pytest.approx(REFERENCE_RECOVERY[(q, eps)], abs=0.003)
+    # auto beats the fixed bet 0.5
+    assert value > expected_log_release(laws, stat, 0.5, 1000, eps)
+
+
+def test_monte_carlo_e_power_matches_exact_expectation():
+    q, eps, n = 0.7, 1.0, 300
+    logs, est = _release_draws(*_bern(q), lambda rng, n: rng.binomial(1, q, size=(n, 1)),
+                               n=n, reps=800, seed=2, epsilon=eps)
+    laws = make_laws(*_bern(q))
+    stat, _ = optimal_statistic(laws, eps)
+    exact = expected_log_release(laws, stat, est.result_.bet, n, eps)
+    se = logs.std(ddof=1) / math.sqrt(logs.size)
+    assert abs(logs.mean() - exact) <= 4 * se
+
+
+def test_tslr_is_valid_and_weaker_than_optimal():
+    null, alt = _bern(0.7)
+    n = 1000
+    opt = PrivateEValueTest(null, alt, random_state=0).fit(np.zeros((n, 1))).result_
+    ts = PrivateEValueTest(null, alt, statistic="tslr", random_state=0).fit(np.zeros((n, 1)))
+    laws = make_laws(null, alt)
+    from skdptest.evalue._optimal import tslr_statistic
+
+    stat = tslr_statistic(laws, 1.0)
+    lam = ts.result_.bet
+    per_row = laws.expect(lambda L: 1 - lam + lam * np.exp(stat.log_e(L)), "P")
+    assert per_row <= 1 + 1e-15
+    assert ts.result_.statistic == "tslr" and opt.statistic == "optimal"
+    assert expected_log_release(laws, stat, lam, n, 1.0) < expected_log_release(
+        laws, optimal_statistic(laws, 1.0)[0], opt.bet, n, 1.0)
+
+
+def test_tslr_works_where_optimal_is_refused():
+    null = stats.multivariate_normal(np.zeros(2), np.eye(2))
+    alt = stats.multivariate_normal(np.ones(2), 2 * np.eye(2))
+    X = np.random.default_rng(0).multivariate_normal(np.ones(2), 2 * np.eye(2), size=500)
+    r = PrivateEValueTest(null, alt, statistic="tslr", random_state=0).fit(X).result_
+    assert r.reject and r.statistic == "tslr"
+    assert r.noise_scale < 1
+
+
+# ---------------------------------------------------------------- decisions and API
+def test_rejects_under_alternative_and_not_under_null():
+    rng = np.random.default_rng(0)
+    null, alt = _bern(0.6)
+    assert PrivateEValueTest(null, alt, random_state=1).decision(rng.binomial(1, 0.6, (500, 1)))
+    assert not PrivateEValueTest(null, alt, random_state=1).decision(
+        rng.binomial(1, P0, (500, 1)))
+
+
+def test_result_fields_and_no_private_internals():
+    est = PrivateEValueTest(*_bern(0.6), random_state=0).fit(np.ones((20, 1)))
+    r = est.test()
+    assert isinstance(r, EValueResult)
+    assert r.e_value == pytest.approx(math.exp(r.log_e_value))
+    assert r.reject == (r.e_value >= 1 / r.alpha)
+    assert (r.n_samples, r.epsilon, r.delta) == (20, 1.0, 0.0)
+    public = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+    assert public == {"result_", "n_features_in_"}
+
+
+def test_default_laws_are_unit_shift_gaussians():
+    X = np.random.default_rng(0).normal(size=(300, 4)) + 0.5
+    r = PrivateEValueTest(random_state=0).fit(X).result_
+    assert r.reject
+    rate = optimal_rate(stats.multivariate_normal(np.zeros(4), np.eye(4)),
+                        stats.multivariate_normal(np.full(4, 0.5), np.eye(4)), 1.0)
+    assert rate.kl == pytest.approx(0.5)
+
+
+def test_dataframe_keeps_feature_names():
+    df = pd.DataFrame({"a": np.zeros(10), "b": np.ones(10)})
+    est = PrivateEValueTest(random_state=0).fit(df)
+    assert list(est.feature_names_in_) == ["a", "b"]
+
+
+def test_score_is_charged_and_returns_log_e_value():
+    budget = PrivacyBudget(3.0)
+    X = np.ones((50, 1))
+    est = PrivateEValueTest(*_bern(0.6), epsilon=1.0, budget=budget, random_state=0).fit(X)
+    s = est.score(X)
+    assert isinstance(s, float)
+    assert [e.label for e in budget.ledger] == ["PrivateEValueTest.fit", "PrivateEValueTest.score"]
+    assert budget.spent[0] == pytest.approx(2.0)
+
+
+def test_budget_exceeded_charges_nothing_and_leaves_no_result():
+    budget = PrivacyBudget(1.5)
+    est = PrivateEValueTest(*_bern(0.6), epsilon=1.0, budget=budget).fit(np.ones((5, 1)))
+    from skdptest import BudgetExceededError
+
+    with pytest.raises(BudgetExceededError, match="asked for epsilon=1"):
+        est.fit(np.ones((5, 1)))
+    assert not hasattr(est, "result_")
+    assert len(budget.ledger) == 1
+
+
+BAD_PARAMS = [
+    (dict(epsilon=0.0), ValueError, "epsilon must be > 0"),
+    (dict(epsilon=-1.0), ValueError, "epsilon must be > 0"),
+    (dict(epsilon=float("inf")), ValueError, "epsilon must be finite"),
+    (dict(epsilon="1"), TypeError, "epsilon must be a real number"),
+    (dict(alpha=1.0), ValueError, "alpha must be < 1"),
+    (dict(alpha=0.0), ValueError, "alpha must be > 0"),
+    (dict(statistic="lr"), ValueError, "statistic must be one of"),
+    (dict(bet=1.0), ValueError, "bet must be < 1"),
+    (dict(bet="half"), ValueError, "bet must be 'auto'"),
+    (dict(bet=None), TypeError, "bet must be 'auto' or a float"),
+    (dict(null=stats.bernoulli(0.3)), ValueError, "given together"),
+    (dict(null="P", alternative="Q"), TypeError, "null must be a frozen scipy.stats"),
+    (dict(null=stats.bernoulli(0.3), alternative=stats.norm()), ValueError, "both be discrete"),
+    (dict(budget=1.0), TypeError, "budget must be None or a PrivacyBudget"),
+]
+
+
+@pytest.mark.parametrize("params, exc, match", BAD_PARAMS)
+def test_bad_parameters_rejected_without_charge(params, exc, match):
+    budget = PrivacyBudget(10.0)
+    kw = {"budget": budget, **params}
+    with pytest.raises(exc, match=match):
+        PrivateEValueTest(**kw).fit(np.ones((5, 1)))
+    assert budget.ledger == []
+
+
+BAD_DATA = [
+    (np.array([[0.0], [2.0]]), "outside the support of the null"),
+    (np.array([[0.0], [0.5]]), "outside the support of the null"),
+    (np.array([[0.0], [np.nan]]), "NaN"),
+    (np.array([[0.0], [np.inf]]), "infinity"),
+    (np.zeros((3, 2)), "X has 2 feature"),
+    (np.zeros((0, 1)), "0 sample"),
+]
+
+
+@pytest.mark.parametrize("X, match", BAD_DATA)
+def test_bad_data_rejected_without_charge(X, match):
+    budget = PrivacyBudget(10.0)
+    with pytest.raises(ValueError, match=match):
+        PrivateEValueTest(*_bern(0.6), budget=budget).fit(X)
+    assert budget.ledger == []
+
+
+def test_continuous_support_violation_rejected_without_charge():
+    budget = PrivacyBudget(10.0)
+    est = PrivateEValueTest(stats.expon(), stats.expon(scale=2), budget=budget)
+    with pytest.raises(ValueError, match="outside the support"):
+        est.fit(np.array([[1.0], [-1.0]]))
+    assert budget.ledger == []
+
+
+def test_optimal_refusal_points_to_tslr_without_charge():
+    budget = PrivacyBudget(10.0)
+    null = stats.multivariate_normal(np.zeros(2), np.eye(2))
+    alt = stats.multivariate_normal(np.ones(2), 2 * np.eye(2))
+    with pytest.raises(ValueError, match="statistic='tslr'"):
+        PrivateEValueTest(null, alt, budget=budget).fit(np.zeros((5, 2)))
+    assert budget.ledger == []
+
+
+def test_score_with_wrong_width_rejected_without_charge():
+    budget = PrivacyBudget(10.0)
+    est = PrivateEValueTest(random_state=0, budget=budget).fit(np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="X has 3 features"):
+        est.score(np.zeros((5, 3)))
+    assert len(budget.ledger) == 1
+
+
+def test_same_seed_reproduces_and_score_uses_a_separate_stream():
+    X = np.ones((30, 1))
+    a = PrivateEValueTest(*_bern(0.6), random_state=7).fit(X)
+    b = PrivateEValueTest(*_bern(0.6), random_state=7).fit(X)
+    assert a.result_ == b.result_
+    assert a.score(X) != a.result_.log_e_value
