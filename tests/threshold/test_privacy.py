@@ -58,7 +58,7 @@ def max_log_ratio_corners(gaps, eps_t, p_star=0.5, epsilon=EPS, directions=None)
     directions = directions or itertools.product([-1, 0, 1], repeat=len(gaps))
     best = 0.0
     for d in directions:
-        other = law([lap_p(g + s, eps_t) for g, s in zip(gaps, d)], eps_t, p_star,
+        other = law([lap_p(g + s, eps_t) for g, s in zip(gaps, d, strict=True)], eps_t, p_star,
                     epsilon=epsilon)
         best = max(best, float(np.max(np.abs(base - other))))
     return best
@@ -76,7 +76,8 @@ def max_log_ratio_gaussian(gaps, eps_t, delta_t, p_star=0.5, epsilon=EPS):
     base = law([p(g) for g in gaps], eps_t, p_star, deltas, epsilon)
     best = 0.0
     for d in itertools.product([-1, 0, 1], repeat=T):
-        other = law([p(g + s) for g, s in zip(gaps, d)], eps_t, p_star, deltas, epsilon)
+        moved = [p(g + s) for g, s in zip(gaps, d, strict=True)]
+        other = law(moved, eps_t, p_star, deltas, epsilon)
         best = max(best, float(np.max(np.abs(base - other))))
     return best
 
@@ -214,8 +215,10 @@ def test_slow_gaussian_six_steps():
         return float(stats.norm.sf(g / sigma))
 
     base = law([p(g) for g in gaps], eps_t, 0.5, deltas)
-    worst = max(float(np.max(np.abs(base - law([p(g + s) for g, s in zip(gaps, d)], eps_t,
-                                                0.5, deltas)))) for d in sigma_dirs)
+    worst = 0.0
+    for d in sigma_dirs:
+        moved = [p(g + s) for g, s in zip(gaps, d, strict=True)]
+        worst = max(worst, float(np.max(np.abs(base - law(moved, eps_t, 0.5, deltas)))))
     assert worst <= EPS + TOL
 
 
