@@ -1,0 +1,51 @@
+"""The demo behind ``python -m skdptest`` and the ``skdptest-demo`` console script."""
+
+import re
+
+import pytest
+
+import skdptest
+from skdptest.__main__ import AB_TEST, main, simulate
+
+
+def test_demo_prints_the_e_value_and_the_ledger(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    match = re.search(r"e-value = (\S+) \(log e-value (\S+) nats\)", out)
+    assert match is not None, out
+    assert float(match.group(1)) > 0
+    assert "Privacy ledger" in out
+    assert re.search(r"^\s+1\s+PrivateEValueTest\.fit\s+1\s+0$", out, flags=re.M), out
+    # Every estimator the demo ran is one line of the ledger, each charged ε = 1.
+    ran = [name for name in ("DPMMDTest", "DPHSICTest", "GeneralizedThresholdMechanism")
+           if hasattr(skdptest, name)]
+    for name in ran:
+        assert re.search(rf"^\s+\d+\s+{name}\.fit\s+1\s+0$", out, flags=re.M), out
+    n = 1 + len(ran)
+    assert f"spent: epsilon={n}, delta=0; remaining: epsilon={5 - n}" in out
+
+
+def test_demo_output_is_reproducible(capsys):
+    main([])
+    first = capsys.readouterr().out
+    main([])
+    assert capsys.readouterr().out == first
+
+
+def test_demo_help_and_bad_arguments(capsys):
+    with pytest.raises(SystemExit, match="0"):
+        main(["--help"])
+    assert "no download" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="2"):
+        main(["--no-such-option"])
+    assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+
+
+def test_simulated_data_shapes():
+    converted_b, log_minutes, variant, converted = simulate()
+    n = AB_TEST["n_users"]
+    assert converted_b.shape == (n, 1)
+    assert set(converted_b.ravel().tolist()) <= {0.0, 1.0}
+    assert log_minutes.shape == (2 * n, 1)
+    assert variant.tolist() == ["A"] * n + ["B"] * n
+    assert converted.shape == (2 * n,)
