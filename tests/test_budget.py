@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.exceptions import FitFailedWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
 import skdptest
@@ -427,3 +428,33 @@ def test_grid_search_records_every_release(cls, n_jobs):
     else:
         # Fits and scores ran in loky worker processes and charged this same ledger.
         assert pids - {os.getpid()}
+
+
+def test_grid_search_stops_at_a_refused_release_with_error_score_raise():
+    budget = PrivacyBudget(epsilon=5.0)
+    search = GridSearchCV(
+        ToyMeanTest(budget=budget, random_state=0),
+        {"epsilon": [0.5, 1.0]},
+        cv=KFold(3),
+        error_score="raise",
+    )
+    with pytest.raises(BudgetExceededError, match=r"asked for epsilon=1, .*only epsilon=0,"):
+        search.fit(_toy_data())
+    # 3 fits + 3 scores at 0.5, then 2 releases at 1.0 exhaust the total of 5.
+    assert len(budget) == 8
+    assert budget.spent[0] == pytest.approx(5.0)
+
+
+def test_grid_search_default_error_score_hides_refusals_as_warnings():
+    # Documented in doc/privacy_budget.md: why examples pass error_score="raise".
+    budget = PrivacyBudget(epsilon=5.0)
+    search = GridSearchCV(
+        ToyMeanTest(budget=budget, random_state=0), {"epsilon": [0.5, 1.0]}, cv=KFold(3)
+    )
+    with (
+        pytest.warns(FitFailedWarning, match=r"fits failed"),
+        pytest.warns(UserWarning, match=r"test scores are non-finite"),
+        pytest.raises(BudgetExceededError, match=r"\(ToyMeanTest\.fit\)"),
+    ):
+        search.fit(_toy_data())
+    assert budget.spent[0] == pytest.approx(5.0)

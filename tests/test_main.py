@@ -1,6 +1,7 @@
 """The demo behind ``python -m skdptest`` and the ``skdptest-demo`` console script."""
 
 import re
+import runpy
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,13 @@ def test_readme_claims_only_exported_estimators():
         # Never claim an estimator the package does not export.
         if row.group(1) == "available":
             assert name in skdptest.__all__, name
+
+
+def test_budget_grid_search_example_runs(capsys):
+    path = Path(__file__).resolve().parents[1] / "examples" / "budget_grid_search.py"
+    module = runpy.run_path(str(path))  # defines main() without running it
+    budget = module["main"](n_jobs=1)
+    out = capsys.readouterr().out
+    assert "recorded releases: 13" in out
+    assert len(budget) == 13
+    assert "With a total of epsilon=5: stopped after 8 releases" in out
