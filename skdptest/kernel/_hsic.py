@@ -69,17 +69,13 @@ def draw_permutations(n, n_permutations, rng):
 
 
 def _traces_numpy(Kc, L, perms):
-    """``sum_ij Kc_ij L[p_i, p_j]`` for every row ``p`` of ``perms`` (numpy)."""
+    """``sum_ij Kc_ij L[p_i, p_j]`` for every row ``p`` of ``perms`` (numpy).
+
+    Per permutation: gather a block of rows of ``L`` (contiguous copies), then
+    its columns (gathers within cache-resident rows), then one dot product.
+    """
     n = Kc.shape[0]
     out = np.empty(perms.shape[0])
-    if n * n <= _GATHER_ELEMENTS:
-        flat_k = Kc.ravel()
-        batch = max(1, _GATHER_ELEMENTS // (n * n))
-        for start in range(0, perms.shape[0], batch):
-            P = perms[start:start + batch]
-            G = L[P[:, :, None], P[:, None, :]]
-            out[start:start + len(P)] = G.reshape(len(P), -1) @ flat_k
-        return out
     rows = max(1, _GATHER_ELEMENTS // n)
     for b, p in enumerate(perms):
         total = 0.0
@@ -97,19 +93,23 @@ def _get_numba_kernel():  # pragma: no cover - needs numba
 
         @njit(parallel=True, fastmath=True, cache=True)
         def traces(Kc, L, perms):
+            # Blocks of 4 permutations share each row of Kc; within a row,
+            # only the lower triangle (j < i) is gathered (both are symmetric).
             n_perm, n = perms.shape
-            out = np.empty(n_perm)
-            for b in prange(n_perm):
-                p = perms[b]
-                total = 0.0
+            out = np.zeros(n_perm)
+            n_blocks = (n_perm + 3) // 4
+            for blk in prange(n_blocks):
+                b0 = 4 * blk
+                b1 = min(b0 + 4, n_perm)
                 for i in range(n):
                     Ki = Kc[i]
-                    Li = L[p[i]]
-                    s = 0.0
-                    for j in range(i):
-                        s += Ki[j] * Li[p[j]]
-                    total += 2.0 * s + Ki[i] * Li[p[i]]
-                out[b] = total
+                    for b in range(b0, b1):
+                        p = perms[b]
+                        Li = L[p[i]]
+                        s = 0.0
+                        for j in range(i):
+                            s += Ki[j] * Li[p[j]]
+                        out[b] += 2.0 * s + Ki[i] * Li[p[i]]
             return out
 
         _numba_kernel = traces
@@ -242,8 +242,9 @@ class DPHSICTest(BasePrivateTest):
 
     All permuted statistics are exact: with :math:`\tilde K = HKH`,
     :math:`n^2\,\mathrm{HSIC}_b(\pi) = \sum_{ij}\tilde K_{ij} L_{\pi(i)\pi(j)}`,
-    an :math:`n^2` gather per permutation, done in blocks of permutations with
-    numpy, or by a compiled loop (symmetric half, row-cached) when the
+    an :math:`n^2` gather per permutation, done row block by row block with
+    numpy, or by a compiled loop (lower triangle only, blocks of permutations
+    sharing each row of :math:`\tilde K`, threads over permutations) when the
     optional dependency ``numba`` is installed (``SKDPTEST_HSIC_BACKEND`` =
     ``numpy``/``numba``/``auto`` selects it).
 

@@ -14,13 +14,14 @@ from ._permutation import make_result
 
 __all__ = ["DPMMDTest", "mmd_permutation_statistics", "mmd_sensitivity"]
 
-# Above this size the pooled N x N kernel matrix is never materialised: kernel
-# blocks are evaluated on the fly (blocked path).
+# The pooled N x N kernel matrix is held only when several column chunks reuse
+# it and it fits in this many bytes; otherwise kernel blocks are evaluated on
+# the fly (blocked path, never holding it).
 MAX_KERNEL_BYTES = 256 * 2**20
 # Bound on the float64 coefficient matrix V (N x columns) held at once.
 MAX_COLUMN_BYTES = 256 * 2**20
 # Rows per kernel block.
-BLOCK_ROWS = 1024
+BLOCK_ROWS = 512
 
 
 def mmd_sensitivity(group_sizes, diameter):
@@ -52,14 +53,17 @@ def _block_edges(n):
     return np.linspace(0, n, n_blocks + 1).round().astype(int)
 
 
-def column_quadratic_forms(X, kernel, columns, *, max_kernel_bytes=None):
-    """``diag(V^T K V)`` for every column chunk produced by ``columns``.
+def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=None):
+    """``diag(V^T K V)`` for every column chunk ``V`` produced by ``columns``.
 
     ``K`` is the kernel matrix of ``X``. Symmetric blocking: only the blocks
-    ``K[r, s]`` with ``r <= s`` are used (off-diagonal ones twice), which halves
-    the floating-point work of one ``N x N`` by ``N x C`` product. The full
-    kernel matrix is held only when it fits in ``max_kernel_bytes``; otherwise
-    every block is evaluated on the fly (and again for every column chunk).
+    ``K[r, s]`` with ``r <= s`` are used (off-diagonal ones twice), so the
+    floating-point work is ``(1 + 1/n_blocks) N^2 C`` instead of the ``2 N^2 C``
+    of one ``N x N`` by ``N x C`` product, and each kernel block is evaluated
+    once. With a single column chunk the kernel matrix is never held (blocks
+    are evaluated on the fly); with several chunks it is held, to be reused,
+    only if it fits in ``max_kernel_bytes``, and otherwise re-evaluated block
+    by block for every chunk.
 
     Parameters
     ----------
@@ -67,6 +71,8 @@ def column_quadratic_forms(X, kernel, columns, *, max_kernel_bytes=None):
     kernel : ResolvedKernel
     columns : iterable of ndarray of shape (N, c)
         Coefficient matrices, consumed one at a time.
+    n_chunks : int
+        Number of chunks ``columns`` yields.
 
     Returns
     -------
@@ -77,7 +83,7 @@ def column_quadratic_forms(X, kernel, columns, *, max_kernel_bytes=None):
     n = len(X)
     edges = _block_edges(n)
     pairs = [(i, j) for i in range(len(edges) - 1) for j in range(i, len(edges) - 1)]
-    if 8 * n * n <= max_kernel_bytes:
+    if n_chunks > 1 and 8 * n * n <= max_kernel_bytes:
         K = kernel(X)
 
         def block(i, j):
@@ -116,12 +122,23 @@ def draw_assignments(codes, n_permutations, rng):
     Each row b >= 1 is an independent uniformly random rearrangement of the
     observed codes (numpy's ``Generator.permuted``: one Fisher-Yates shuffle
     per row, no sorting). Depends only on the public group sizes and ``rng``.
+    The estimator permutes the coefficient rows directly, which consumes
+    ``rng`` identically and gives the same relabellings.
     """
     codes = np.asarray(codes)
     dtype = _smallest_int_dtype(int(codes.max()) + 1)
     out = np.empty((n_permutations + 1, codes.size), dtype=dtype)
     out[:] = codes
     rng.permuted(out[1:], axis=1, out=out[1:])
+    return out
+
+
+def _permuted_rows(template, n_rows, first_is_observed, rng):
+    """``n_rows`` copies of ``template``, each shuffled (row 0 kept if observed)."""
+    out = np.empty((n_rows, template.size), dtype=template.dtype)
+    out[:] = template
+    start = 1 if first_is_observed else 0
+    rng.permuted(out[start:], axis=1, out=out[start:])
     return out
 
 
@@ -142,7 +159,7 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
         Group codes ``0 .. G - 1``.
     n_permutations : int
     rng : numpy.random.Generator
-        Source of the relabellings.
+        Source of the relabellings (consumed as by :func:`draw_assignments`).
     kernel : ResolvedKernel
 
     Returns
@@ -157,33 +174,38 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
     n_groups = sizes.size
     if ksample is None:
         ksample = n_groups > 2
-    assignments = draw_assignments(codes, n_permutations, rng)
     n_cols = n_groups if ksample else 1
-    per_chunk = max(1, int(max_column_bytes // (8 * n * n_cols)))
     n_stats = n_permutations + 1
+    per_chunk = max(1, int(max_column_bytes // (8 * n * n_cols)))
+    starts = range(0, n_stats, per_chunk)
 
     if ksample:
         weights = 1.0 / np.sqrt(n * sizes.astype(np.float64))
         groups = np.arange(n_groups)
+        template = codes.astype(_smallest_int_dtype(n_groups))
 
         def columns():
             yield np.full((n, 1), 1.0 / n)
-            for start in range(0, n_stats, per_chunk):
-                A = assignments[start:start + per_chunk]
+            for start in starts:
+                A = _permuted_rows(template, min(per_chunk, n_stats - start), start == 0, rng)
                 onehot = A.T[:, :, None] == groups
                 yield (onehot * weights).reshape(n, -1)
 
-        q = column_quadratic_forms(X, kernel, columns(), max_kernel_bytes=max_kernel_bytes)
+        q = column_quadratic_forms(X, kernel, columns(), len(starts) + 1,
+                                   max_kernel_bytes=max_kernel_bytes)
         stat2 = q[1:].reshape(n_stats, n_groups).sum(axis=1) - q[0]
     else:
-        a, b = 1.0 / sizes[0], -1.0 / sizes[1]
+        template = np.where(codes == 0, 1.0 / sizes[0], -1.0 / sizes[1])
 
         def columns():
-            for start in range(0, n_stats, per_chunk):
-                A = assignments[start:start + per_chunk]
-                yield np.where(A.T == 0, a, b)
+            # (rows, N) C-ordered, shuffled in place; its transpose is the
+            # (N, rows) coefficient matrix, used by BLAS without a copy.
+            for start in starts:
+                yield _permuted_rows(template, min(per_chunk, n_stats - start),
+                                     start == 0, rng).T
 
-        stat2 = column_quadratic_forms(X, kernel, columns(), max_kernel_bytes=max_kernel_bytes)
+        stat2 = column_quadratic_forms(X, kernel, columns(), len(starts),
+                                       max_kernel_bytes=max_kernel_bytes)
     return np.sqrt(np.maximum(stat2, 0.0))
 
 
@@ -278,9 +300,11 @@ class DPMMDTest(BasePrivateTest):
     :math:`\Delta = (D/N)\sqrt{(N - n_{\min})/n_{\min}}`. For two groups
     :math:`T = \sqrt{mn}/N\cdot\mathrm{MMD}_b` and the two sensitivities agree,
     so both statistics give the same test. All B + 1 statistics are
-    :math:`\mathrm{diag}(V^\top K V)` of one coefficient matrix; the kernel
-    matrix is used block-symmetrically and never held when it exceeds
-    ``MAX_KERNEL_BYTES`` (256 MiB).
+    :math:`\mathrm{diag}(V^\top K V)` of one coefficient matrix (the relabellings
+    are drawn by shuffling its rows, ``Generator.permuted``); the kernel is
+    evaluated in blocks, symmetrically (about half the work of the full
+    product), and the N x N matrix is never held unless several column chunks
+    must reuse it and it fits in ``MAX_KERNEL_BYTES`` (256 MiB).
 
     Only the noisy statistic, the p-value and public quantities are stored:
     neither the statistic without noise nor the noise draws.

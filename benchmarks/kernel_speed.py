@@ -1,0 +1,143 @@
+"""Wall time and peak memory of DPMMDTest / DPHSICTest, next to the machine's
+float64 matrix-product rate measured in the same run.
+
+Every configuration runs in a fresh worker process, so its peak resident set
+size (``ru_maxrss``) is its own; ``base`` is the worker's RSS after imports and
+data generation, before the test runs.
+
+For dpMMD the reference is one float64 product ``K @ V`` with K of shape
+N x N and V of shape N x (B + 1) (what ``diag(V^T K V)`` costs when done
+naively), timed in its own worker right after the dpMMD one; ``ratio`` is
+dpMMD time / product time (the target is <= 1.3) and ``rate`` the product's
+GFLOP/s. For dpHSIC, ``backend`` says which permutation kernel ran (numpy, or
+numba when the optional dependency is importable; the numba time includes
+no JIT compilation: a warm-up call on small data runs first).
+
+Usage::
+
+    python benchmarks/kernel_speed.py                 # full tables
+    python benchmarks/kernel_speed.py --quick         # N in {1000, 2000}
+    python benchmarks/kernel_speed.py --hsic-sizes 1000 2000 4000 --backend numba
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+
+def _rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _current_rss_mb():
+    with open("/proc/self/statm") as fh:
+        pages = int(fh.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def worker(kind, n, d, n_perm, backend):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    if kind == "gemm":
+        K = rng.random((n, n))
+        V = rng.random((n, n_perm + 1))
+        base = _current_rss_mb()
+        t0 = time.perf_counter()
+        K @ V
+        wall = time.perf_counter() - t0
+        return {"wall": wall, "peak_mb": _rss_mb(), "base_mb": base,
+                "gflops": 2.0 * n * n * (n_perm + 1) / wall / 1e9}
+    if kind == "mmd":
+        from skdptest import DPMMDTest
+
+        X = rng.normal(size=(n, d))
+        y = np.repeat([0, 1], [n // 2, n - n // 2])
+        est = DPMMDTest(n_permutations=n_perm, random_state=0)
+        base = _current_rss_mb()
+        t0 = time.perf_counter()
+        est.fit(X, y)
+        wall = time.perf_counter() - t0
+        return {"wall": wall, "peak_mb": _rss_mb(), "base_mb": base}
+    if kind == "hsic":
+        if backend != "auto":
+            os.environ["SKDPTEST_HSIC_BACKEND"] = backend
+        import skdptest.kernel._hsic as hsic_mod
+        from skdptest import DPHSICTest
+
+        X = rng.normal(size=(n, d))
+        y = X[:, 0] + rng.normal(size=n)
+        used = hsic_mod._resolve_backend("auto", float(n) * n * (n_perm + 1))
+        if used == "numba":  # compile outside the timing
+            DPHSICTest(n_permutations=2000, random_state=0).fit(X[:100], y[:100])
+            hsic_mod._NUMBA_MIN_WORK = 0
+        base = _current_rss_mb()
+        est = DPHSICTest(n_permutations=n_perm, random_state=0)
+        t0 = time.perf_counter()
+        est.fit(X, y)
+        wall = time.perf_counter() - t0
+        return {"wall": wall, "peak_mb": _rss_mb(), "base_mb": base, "backend": used}
+    raise ValueError(kind)
+
+
+def run(kind, n, d, n_perm, backend="auto"):
+    cmd = [sys.executable, __file__, "--worker", kind, str(n), str(d), str(n_perm), backend]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 4000, 8000])
+    parser.add_argument("--dims", type=int, nargs="+", default=[2, 50])
+    parser.add_argument("--hsic-sizes", type=int, nargs="+", default=[1000, 2000, 4000])
+    parser.add_argument("--hsic-dims", type=int, nargs="+", default=[2])
+    parser.add_argument("--permutations", type=int, default=2000)
+    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "numba"])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--skip-mmd", action="store_true")
+    parser.add_argument("--skip-hsic", action="store_true")
+    args = parser.parse_args()
+    if args.worker:
+        kind, n, d, b, backend = args.worker
+        print(json.dumps(worker(kind, int(n), int(d), int(b), backend)))
+        return
+    if args.quick:
+        args.sizes, args.hsic_sizes = [1000, 2000], [500, 1000]
+    B = args.permutations
+    print(f"B = {B}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if not args.skip_mmd:
+        print("\ndpMMD (pooled N, two equal groups, rbf kernel, float64)")
+        print("|     N |  d | dpMMD s | product s | ratio | product GFLOP/s | "
+              "peak MB | base MB |")
+        print("|------:|---:|--------:|----------:|------:|----------------:|"
+              "--------:|--------:|")
+        for n in args.sizes:
+            gemm = None
+            for d in args.dims:
+                mmd = run("mmd", n, d, B)
+                if gemm is None:
+                    gemm = run("gemm", n, 0, B)
+                print(f"| {n:5d} | {d:2d} | {mmd['wall']:7.2f} | {gemm['wall']:9.2f} | "
+                      f"{mmd['wall'] / gemm['wall']:5.2f} | {gemm['gflops']:15.1f} | "
+                      f"{mmd['peak_mb']:7.0f} | {mmd['base_mb']:7.0f} |", flush=True)
+    if not args.skip_hsic:
+        print("\ndpHSIC (n pairs, rbf kernels, float64, exact permutations)")
+        print("|     n |  d | backend | dpHSIC s | peak MB | base MB |")
+        print("|------:|---:|--------:|---------:|--------:|--------:|")
+        for n in args.hsic_sizes:
+            for d in args.hsic_dims:
+                r = run("hsic", n, d, B, args.backend)
+                print(f"| {n:5d} | {d:2d} | {r['backend']:>7} | {r['wall']:8.2f} | "
+                      f"{r['peak_mb']:7.0f} | {r['base_mb']:7.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
