@@ -146,7 +146,13 @@ class PrivacyBudget:
         self._init_ledger()
 
     # -- storage ---------------------------------------------------------------
-    def _connect(self):
+    def _connect(self, create=False):
+        # sqlite3 would silently create an empty file in place of a vanished ledger.
+        if not create and not os.path.exists(self.path):
+            raise FileNotFoundError(
+                f"The privacy ledger {self.path!r} no longer exists (a temporary ledger is "
+                "deleted when the process that created it exits); nothing was recorded."
+            )
         try:
             con = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
         except sqlite3.Error as exc:
@@ -157,7 +163,7 @@ class PrivacyBudget:
         directory = os.path.dirname(os.path.abspath(self.path))
         if not os.path.isdir(directory):
             raise ValueError(f"path={self.path!r}: directory {directory!r} does not exist.")
-        con = self._connect()
+        con = self._connect(create=True)
         try:
             con.executescript(_SCHEMA)
             con.execute("BEGIN IMMEDIATE")
@@ -270,10 +276,15 @@ class PrivacyBudget:
         return True
 
     def __repr__(self):
-        eps, delta = self.spent
+        # Shown inside estimator reprs and tracebacks: never raise here.
+        try:
+            eps, delta = self.spent
+            spent = f"({eps:g}, {delta:g})"
+        except (OSError, sqlite3.Error, ValueError):
+            spent = "unavailable"
         return (
             f"PrivacyBudget(epsilon={self.epsilon!r}, delta={self.delta!r}, "
-            f"spent=({eps:g}, {delta:g}), path={self.path!r})"
+            f"spent={spent}, path={self.path!r})"
         )
 
     # -- handle semantics ------------------------------------------------------

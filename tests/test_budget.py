@@ -242,6 +242,30 @@ def test_temporary_ledger_is_removed_when_its_process_exits():
     assert not os.path.exists(path)
 
 
+def test_vanished_ledger_is_an_error_not_a_fresh_start(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    budget.spend(0.5)
+    os.remove(path)
+    with pytest.raises(FileNotFoundError, match=r"no longer exists.*nothing was recorded"):
+        budget.spend(0.1)
+    with pytest.raises(FileNotFoundError, match=r"no longer exists"):
+        budget.ledger  # noqa: B018
+    assert not path.exists()  # no empty ledger was left in its place
+    assert repr(budget) == (
+        f"PrivacyBudget(epsilon=1.0, delta=0.0, spent=unavailable, path={str(path)!r})"
+    )
+
+
+def test_repr():
+    budget = PrivacyBudget(epsilon=2.0, delta=1e-6)
+    budget.spend(0.5, 1e-7)
+    assert repr(budget) == (
+        f"PrivacyBudget(epsilon=2.0, delta=1e-06, spent=(0.5, 1e-07), path={budget.path!r})"
+    )
+    assert f"budget={budget!r}" in repr(ToyMeanTest(budget=budget))
+
+
 # -- handle semantics -------------------------------------------------------------------
 
 
