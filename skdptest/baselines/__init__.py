@@ -3,6 +3,7 @@
 Shipped estimators never import this package.
 """
 
+from ._dpsprt import DPSPRT, dpsprt_boundaries
 from ._lt19 import (
     cln23_reference_p_bar,
     lt19_acceptance_probability,
@@ -14,9 +15,15 @@ from ._lt19 import (
     sequential_lt_privacy,
     sequential_lt_test,
 )
+from ._sprt import SPRT, SequentialRuns, SequentialTestResult
 
 __all__ = [
+    "DPSPRT",
+    "SPRT",
+    "SequentialRuns",
+    "SequentialTestResult",
     "cln23_reference_p_bar",
+    "dpsprt_boundaries",
     "lt19_acceptance_probability",
     "lt19_cap",
     "lt19_expected_runs",
