@@ -78,8 +78,7 @@ def _resolve_p_star(p_star, n):
         values = [p_star] * n
         where = "p_star"
     elif isinstance(p_star, Sequence | np.ndarray) and not isinstance(p_star, str):
-        values = list(np.asarray(p_star, dtype=object).ravel()) if isinstance(
-            p_star, np.ndarray) else list(p_star)
+        values = list(np.ravel(p_star)) if isinstance(p_star, np.ndarray) else list(p_star)
         if len(values) < n:
             raise ValueError(
                 f"p_star has {len(values)} entries but there are {n} mechanisms."

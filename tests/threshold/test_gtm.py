@@ -117,8 +117,9 @@ def test_reproducible_and_test_one_liner():
     assert clone(GeneralizedThresholdMechanism(mechs)).get_params()["mechanisms"] is not None
 
 
-@pytest.mark.parametrize("p_star", [[0.2, 0.5, 0.9], (lambda i: 0.2 + 0.3 * i)],
-                         ids=["sequence", "callable"])
+@pytest.mark.parametrize("p_star", [[0.2, 0.5, 0.9], np.array([0.2, 0.5, 0.9]),
+                                    (lambda i: 0.2 + 0.3 * i)],
+                         ids=["sequence", "array", "callable"])
 def test_adaptive_thresholds(p_star):
     gtm = GeneralizedThresholdMechanism(rr_stream([1, 1, 1]), p_star=p_star, random_state=0)
     gtm.fit(X)
