@@ -341,3 +341,48 @@ def test_shipped_search_accuracy_on_coins():
                     beta=0.1, gamma=1.5, theta=1.0)
         bad += i != 3
     assert bad <= _limit(n)
+
+
+# -- safeguards ----------------------------------------------------------------------------
+
+
+def test_poisson_draw_handles_huge_rates():
+    from skdptest.threshold._gtm import _poisson
+
+    rng = np.random.default_rng(0)
+    lam = 5e16
+    draws = np.array([_poisson(rng, lam) for _ in range(200)], dtype=float)
+    z = (draws.mean() - lam) / math.sqrt(lam / 200)
+    assert abs(z) < 4.5
+    assert _poisson(rng, 3.0) >= 0
+
+
+class _FixedNoise:
+    """A generator stand-in: the first exponential draw (R) is ``r``, later ones (ν) ``nu``."""
+
+    def __init__(self, r, nu):
+        self.values = [r]
+        self.nu = nu
+
+    def exponential(self, mean, size=None):
+        return self.values.pop() if self.values else self.nu
+
+
+class _MustNotRun(Eps):
+    def sample(self, X, y, size, rng):
+        raise AssertionError("the mechanism must not run above the rate cap")
+
+
+@pytest.mark.parametrize("p_star, r, nu, expected", [(0.5, 0.0, 1e4, 0), (0.99, 1e4, 0.0, None)],
+                         ids=["direct-forced-accept", "flip-forced-reject"])
+def test_rate_cap_forces_the_monotone_decision(p_star, r, nu, expected):
+    # direct branch: the rate grows with nu - R, above the cap the step is accepted;
+    # flip branch: the rate grows with R - nu, above the cap the step is rejected
+    sp = gtm_step_parameters(1, 0.1, 0.0, p_star, epsilon=1.0, beta=0.1, gamma=1.5, theta=1.0)
+    assert sp.direction == (1 if p_star == 0.5 else -1)
+    trace = []
+    out = _search([_MustNotRun(0.1)], [(0.1, 0.0)], [p_star], X, None, _FixedNoise(r, nu),
+                  epsilon=1.0, beta=0.1, gamma=1.5, theta=1.0, trace=trace)
+    assert out == expected
+    assert trace == [{"t": 1, "n_runs": 0, "evaluations": 0, "forced": True,
+                      "accept": expected == 0}]
