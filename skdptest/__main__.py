@@ -34,7 +34,7 @@ AB_TEST = {
 
 #: ε of each release in the demo, and the total budget they are charged to.
 EPSILON_PER_RELEASE = 1.0
-TOTAL_EPSILON = 5.0
+TOTAL_EPSILON = 6.0
 
 
 def simulate(params=AB_TEST):
@@ -111,6 +111,28 @@ def main(argv=None):
           f"{result.reject}")
 
     # The other families, when this installation has them.
+    if hasattr(skdptest, "PrivateEProcess"):
+        # The same question asked as the users arrive, 20 a day; the stream stops at the
+        # first decision (two-sided: reject H0, or reject H1 and so accept H0).
+        proc = skdptest.PrivateEProcess(
+            stats.bernoulli(params["baseline_rate"]),
+            stats.bernoulli(params["hoped_rate"]),
+            epsilon=eps,
+            alpha=0.05,
+            beta=0.05,
+            budget=budget,
+            random_state=0,
+        )
+        days = 0
+        for start in range(0, len(converted_b), 20):
+            days += 1
+            proc.partial_fit(converted_b[start:start + 20])
+            if proc.result_.decision != "continue":
+                break
+        r = proc.result_
+        print("PrivateEProcess: the same question, users streamed 20 a day")
+        print(f"  decision after day {days}: {r.decision} "
+              f"({r.n_samples_used} users used, e-value {r.e_value:.4g})")
     if hasattr(skdptest, "DPMMDTest"):
         r = skdptest.DPMMDTest(
             epsilon=eps, n_permutations=500, budget=budget, random_state=0
