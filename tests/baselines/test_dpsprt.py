@@ -345,3 +345,13 @@ def test_stopping_times_agree_with_dpsprt(under, mu):
     assert abs(ours.n_samples_used.mean() - 292) < 4 * ours.n_samples_used.std() / math.sqrt(
         n_runs) + 5
     assert stats.ks_2samp(ours.n_samples_used, theirs).pvalue > 1e-3
+
+
+def test_sprt_needs_no_bound_on_the_llr():
+    # Wald's test is not private: unbounded Gaussian ratios are fine
+    test = SPRT(stats.norm(0, 1), stats.norm(0.5, 1), alpha=0.1, beta=0.1)
+    under_p = test.simulate(2000, "P", 5000, random_state=4)
+    under_q = test.simulate(2000, "Q", 5000, random_state=5)
+    assert (under_p.decision == "reject").sum() <= _upper_binom(2000, 0.1)
+    assert (under_q.decision == "accept").sum() <= _upper_binom(2000, 0.1)
+    assert np.median(under_q.n_samples_used) < 40  # ~ log(10) / KL = 18.4 to first order
