@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import sparse
 from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
@@ -20,6 +21,8 @@ __all__ = ["DPMMDTest", "mmd_permutation_statistics", "mmd_sensitivity"]
 MAX_KERNEL_BYTES = 256 * 2**20
 # Bound on the float64 coefficient matrix V (N x columns) held at once.
 MAX_COLUMN_BYTES = 256 * 2**20
+# k-sample with more groups than this: one sparse product per relabelling.
+MANY_GROUPS = 16
 # Rows per kernel block.
 BLOCK_ROWS = 512
 
@@ -142,6 +145,28 @@ def _permuted_rows(template, n_rows, first_is_observed, rng):
     return out
 
 
+def _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng):
+    """k-sample statistics for many groups: O(N^2) per relabelling.
+
+    ``sum_g 1_g^T K 1_g / (N n_g)`` from one sparse (G x N one-hot) by dense
+    (N x N) product per relabelling, instead of G matrix columns each.
+    """
+    n = codes.size
+    K = kernel(X)
+    grand = K.sum() / n**2
+    weights = 1.0 / (n * sizes.astype(np.float64))
+    template = codes.astype(_smallest_int_dtype(sizes.size))
+    A = _permuted_rows(template, n_stats, True, rng)
+    rows = np.arange(n)
+    ones = np.ones(n)
+    out = np.empty(n_stats)
+    for b, a in enumerate(A):
+        onehot = sparse.csr_matrix((ones, (a, rows)), shape=(sizes.size, n))
+        M = onehot @ K  # M[g, i] = sum_{j in g} K[j, i]
+        out[b] = np.dot(weights[a], M[a, rows]) - grand
+    return out
+
+
 def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample=None,
                                max_kernel_bytes=None, max_column_bytes=None):
     """The B + 1 (non-private) MMD statistics: observed first, then permuted.
@@ -179,7 +204,10 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
     per_chunk = max(1, int(max_column_bytes // (8 * n * n_cols)))
     starts = range(0, n_stats, per_chunk)
 
-    if ksample:
+    if ksample and n_groups > MANY_GROUPS and 8 * n * n <= (
+            MAX_KERNEL_BYTES if max_kernel_bytes is None else max_kernel_bytes):
+        stat2 = _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng)
+    elif ksample:
         weights = 1.0 / np.sqrt(n * sizes.astype(np.float64))
         groups = np.arange(n_groups)
         template = codes.astype(_smallest_int_dtype(n_groups))
@@ -304,7 +332,9 @@ class DPMMDTest(BasePrivateTest):
     are drawn by shuffling its rows, ``Generator.permuted``); the kernel is
     evaluated in blocks, symmetrically (about half the work of the full
     product), and the N x N matrix is never held unless several column chunks
-    must reuse it and it fits in ``MAX_KERNEL_BYTES`` (256 MiB).
+    must reuse it and it fits in ``MAX_KERNEL_BYTES`` (256 MiB). With more than
+    ``MANY_GROUPS`` (16) groups, each relabelling costs one sparse one-hot by
+    kernel product instead (O(N^2) rather than O(G N^2)).
 
     Only the noisy statistic, the p-value and public quantities are stored:
     neither the statistic without noise nor the noise draws.
