@@ -73,6 +73,17 @@ def test_backend_errors():
         permutation_traces(np.eye(2), np.eye(2), np.zeros((1, 2), int), backend="cuda")
 
 
+def test_backend_selection(monkeypatch):
+    monkeypatch.setenv("SKDPTEST_HSIC_BACKEND", "numpy")
+    assert hsic_mod._resolve_backend("auto", 1e12) == "numpy"
+    monkeypatch.delenv("SKDPTEST_HSIC_BACKEND")
+    assert hsic_mod._resolve_backend("auto", 10.0) == "numpy"  # small: no JIT
+    monkeypatch.setattr(hsic_mod, "_numba", None)
+    assert hsic_mod._resolve_backend("auto", 1e12) == "numpy"
+    with pytest.raises(ImportError, match="optional dependency numba"):
+        hsic_mod._resolve_backend("numba", 1.0)
+
+
 def test_permutations_are_uniform():
     P = draw_permutations(3, 6000, np.random.default_rng(0))
     assert np.array_equal(P[0], [0, 1, 2])
