@@ -2,7 +2,7 @@
 
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
 from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
-from .evalue import OptimalRate, PrivateEValueTest, optimal_rate
+from .evalue import OptimalRate, PrivateEProcess, PrivateEValueTest, optimal_rate
 from .kernel import DPHSICTest, DPMMDTest
 from .threshold import GeneralizedThresholdMechanism
 
@@ -20,6 +20,7 @@ __all__ = [
     "PermutationTestResult",
     "PrivacyBudget",
     "PrivacyLeakWarning",
+    "PrivateEProcess",
     "PrivateEValueTest",
     "ThresholdResult",
     "optimal_rate",

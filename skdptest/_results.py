@@ -40,11 +40,12 @@ class EValueResult:
     statistic : str
         Per-row statistic: ``"optimal"`` (clipped likelihood ratio E*),
         ``"tslr"``, or ``"exact"`` (likelihood ratio of the released value).
-    bet : float
-        Merging bet λ_b in (0, 1) (public: a function of n and the laws).
+    bet : float or None
+        Merging bet λ_b in (0, 1) (public: a function of n and the laws); None
+        for ``statistic="exact"``, which does not merge.
     noise_scale : float
-        Scale b of the Laplace noise added to the merged log statistic, in nats
-        (public: sensitivity / ε).
+        Scale of the Laplace noise (public: sensitivity / ε): in nats on the
+        merged log statistic, or in counts for ``statistic="exact"``.
     method : str
         Name of the procedure.
     """
@@ -57,7 +58,7 @@ class EValueResult:
     delta: float
     n_samples: int
     statistic: str
-    bet: float
+    bet: float | None
     noise_scale: float
     method: str = "PrivateEValueTest"
 

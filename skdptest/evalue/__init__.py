@@ -1,6 +1,7 @@
 """Private e-values and e-processes for simple hypotheses."""
 
+from ._eprocess import PrivateEProcess
 from ._evalue import PrivateEValueTest
 from ._optimal import OptimalRate, optimal_rate
 
-__all__ = ["OptimalRate", "PrivateEValueTest", "optimal_rate"]
+__all__ = ["OptimalRate", "PrivateEProcess", "PrivateEValueTest", "optimal_rate"]

@@ -12,13 +12,14 @@ from scipy import stats
 from .._base import BasePrivateTest
 from .._results import EValueResult
 from .._validation import check_alpha, check_epsilon, check_real
+from ._exact import binary_exact
 from ._laws import check_law, make_laws
 from ._merge import choose_bet, release
 from ._optimal import optimal_statistic, tslr_statistic
 
 __all__ = ["PrivateEValueTest"]
 
-_STATISTICS = ("optimal", "tslr")
+_STATISTICS = ("optimal", "tslr", "exact")
 
 
 def default_laws(n_features):
@@ -30,7 +31,7 @@ def default_laws(n_features):
     )
 
 
-def check_statistic_params(est):
+def check_statistic_params(est, statistics=_STATISTICS, bet=True):
     """Validate the parameters shared by the e-value estimators; return ε."""
     epsilon = check_epsilon(est.epsilon)
     check_alpha(est.alpha)
@@ -39,8 +40,10 @@ def check_statistic_params(est):
     if est.null is not None:
         check_law(est.null, "null")
         check_law(est.alternative, "alternative")
-    if not isinstance(est.statistic, str) or est.statistic not in _STATISTICS:
-        raise ValueError(f"statistic must be one of {_STATISTICS}, got {est.statistic!r}.")
+    if not isinstance(est.statistic, str) or est.statistic not in statistics:
+        raise ValueError(f"statistic must be one of {statistics}, got {est.statistic!r}.")
+    if not bet:
+        return epsilon
     if isinstance(est.bet, str):
         if est.bet != "auto":
             raise ValueError(f"bet must be 'auto' or a float in (0, 1), got {est.bet!r}.")
@@ -87,6 +90,14 @@ def resolve_statistic(est, n_features, epsilon):
             )
         if est.statistic == "optimal":
             return laws, optimal_statistic(laws, epsilon)[0]
+        if est.statistic == "exact":
+            exact = binary_exact(laws)
+            if exact is None:
+                raise ValueError(
+                    "statistic='exact' is available for laws on two points (e.g. Bernoulli) "
+                    "with 0 < P(x1), Q(x1) < 1; use statistic='optimal' or 'tslr'."
+                )
+            return laws, exact
         return laws, tslr_statistic(laws, epsilon)
 
     anchors = (est.null, est.alternative)
@@ -122,12 +133,15 @@ class PrivateEValueTest(BasePrivateTest):
         μ_j = 1/√d (a unit mean shift spread evenly over the features).
     epsilon : float, default=1.0
         Privacy parameter ε > 0 of one fit (or one score).
-    statistic : {"optimal", "tslr"}, default="optimal"
+    statistic : {"optimal", "tslr", "exact"}, default="optimal"
         ``"optimal"``: E* = min(c2, max(c1, q/p)) with c2 = e^ε c1 normalised so
         that E_P[E*] = 1 (exact for finite discrete laws and Gaussian location
         families, crossings + cdfs for univariate continuous laws; refused
         otherwise). ``"tslr"``: e^{-η} + (1 − e^{-η}) min(1 + e^η, q/p) with
-        η = ε/2, valid for any pair without a normaliser.
+        η = ε/2, valid for any pair without a normaliser. ``"exact"`` (laws on
+        two points, e.g. Bernoulli): release the count plus Laplace(1/ε) noise and
+        return the likelihood ratio f_Q/f_P of that release, the most powerful
+        post-processing of it (no bet, no compensator).
     bet : "auto" or float, default="auto"
         Merging bet λ in (0, 1). ``"auto"`` maximises the expected released log
         e-value under Q, a public function of n and the laws.
@@ -159,7 +173,8 @@ class PrivateEValueTest(BasePrivateTest):
     from the actual extreme values of E over that support (exactly for discrete
     laws, the clip bounds otherwise). The number of rows is public.
 
-    Validity: E_P[exp(Λ̃)] = (1 − λ + λ E_P[E])^n <= 1 exactly, at every n.
+    Validity: E_P[exp(Λ̃)] = (1 − λ + λ E_P[E])^n <= 1 exactly, at every n; for
+    ``statistic="exact"``, E_P[f_Q(Y)/f_P(Y)] = ∫ f_Q = 1.
 
     Power: the expected released log e-value under Q is
     n E_Q[log(1 − λ + λ E)] + log(1 − b²), close to n R_ε for large n.
@@ -219,6 +234,9 @@ class PrivateEValueTest(BasePrivateTest):
         epsilon = float(self.epsilon)
         laws, stat = resolve_statistic(self, X.shape[1], epsilon)
         n = X.shape[0]
+        if stat.name == "exact":
+            y = stat.release(stat.count(X), epsilon, rng)
+            return float(stat.log_lr(y, n, epsilon)[0]), None, 1.0 / epsilon, stat.name
         bet = resolve_bet(self, laws, stat, n, epsilon)
         log_e, scale = release(stat.log_e(laws.log_ratio(X)), stat, bet, epsilon, rng)
         return log_e, bet, scale, stat.name

@@ -1,0 +1,424 @@
+"""PrivateEProcess: a streaming ε-DP e-process that stops at the first crossing."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import BasePrivateTest
+from .._results import EProcessResult
+from .._validation import check_alpha, check_generator, check_int, check_real
+from ._evalue import _cached, check_statistic_params, default_laws
+from ._exact import binary_exact
+from ._laws import make_laws
+from ._merge import choose_bet, release
+from ._optimal import optimal_statistic, tslr_statistic
+from ._schedule import auto_schedule, fixed_schedule, geometric_schedule, paper_schedule
+
+__all__ = ["PrivateEProcess"]
+
+_SCHEDULES = ("auto", "paper", "doubling")
+_STATISTICS = ("auto", "exact", "optimal", "tslr")
+
+
+class _Plan:
+    """Public planning of one stream: statistics, bets and batch sizes."""
+
+    def __init__(self, est, n_features):
+        epsilon = float(est.epsilon)
+        null, alt = (
+            default_laws(n_features) if est.null is None else (est.null, est.alternative)
+        )
+        self.laws = make_laws(null, alt)
+        if self.laws.n_features != n_features:
+            raise ValueError(
+                f"X has {n_features} feature(s) but the null distribution has dimension "
+                f"{self.laws.n_features}."
+            )
+        self.two_sided = est.beta is not None
+        self.exact = binary_exact(self.laws) if est.statistic in ("auto", "exact") else None
+        if est.statistic == "exact" and self.exact is None:
+            raise ValueError(
+                "statistic='exact' is available for laws on two points (e.g. Bernoulli) "
+                "with 0 < P(x1), Q(x1) < 1; use statistic='optimal' or 'tslr'."
+            )
+        self.epsilon = epsilon
+        # Two-sided merged mode splits ε between the two directions (sequential
+        # composition within a batch); the exact mode serves both from one release.
+        self.eps_stat = epsilon / 2 if (self.two_sided and self.exact is None) else epsilon
+        name = "optimal" if est.statistic in ("auto", "exact") else est.statistic
+        self.stat = self._statistic(self.laws, name)
+        self.rate = optimal_statistic(self.laws, self.eps_stat)[1].rate if self.laws.exact \
+            else self.laws.expect(self.stat.log_e, "Q")
+        if self.two_sided and self.exact is None:
+            self.laws_alt = make_laws(alt, null)
+            stat_b = self._statistic(self.laws_alt, name)
+            # the data domain is the null's support: bound log E_B over it (E_B is a
+            # non-decreasing function of −L)
+            lmin, lmax = self.laws.l_range()
+            stat_b.log_lo = float(stat_b.log_e(np.array([-lmax]))[0])
+            stat_b.log_hi = float(stat_b.log_e(np.array([-lmin]))[0])
+            self.stat_alt = stat_b
+        self.fixed_bet = None
+        self.schedule = est.schedule
+        self.rho = float(est.rho)
+
+    def _statistic(self, laws, name):
+        if name == "optimal":
+            return optimal_statistic(laws, self.eps_stat)[0]
+        return tslr_statistic(laws, self.eps_stat)
+
+    def sizes(self):
+        if isinstance(self.schedule, str):
+            if self.schedule == "doubling":
+                return geometric_schedule(16, 2.0)
+            if self.schedule == "paper":
+                c = (self.stat.log_hi - self.stat.log_lo) / self.eps_stat
+                sizes, self.fixed_bet = paper_schedule(self.rate, c, self.rho)
+                return sizes
+            return auto_schedule(self.rate, exact=self.exact is not None)
+        return fixed_schedule(int(s) for s in self.schedule)
+
+    def bet(self, laws, stat, n):
+        if self.fixed_bet is not None:
+            return self.fixed_bet
+        key = ("bet", id(laws), id(stat), n, self.eps_stat)
+        return _cached(key, (laws, stat), lambda: choose_bet(laws, stat, n, self.eps_stat))
+
+    def batch_log_e(self, Xb, rng):
+        """Released log e-values of one batch: (against P, against Q or None)."""
+        n = Xb.shape[0]
+        if self.exact is not None:
+            y = self.exact.release(self.exact.count(Xb), self.epsilon, rng)
+            ell = float(self.exact.log_lr(y, n, self.epsilon)[0])
+            return ell, (-ell if self.two_sided else None)
+        L = self.laws.log_ratio(Xb)
+        log_p, _ = release(self.stat.log_e(L), self.stat, self.bet(self.laws, self.stat, n),
+                           self.eps_stat, rng)
+        if not self.two_sided:
+            return log_p, None
+        stat_b = self.stat_alt
+        log_q, _ = release(stat_b.log_e(-L), stat_b, self.bet(self.laws_alt, stat_b, n),
+                           self.eps_stat, rng)
+        return log_p, log_q
+
+
+class PrivateEProcess(BasePrivateTest):
+    """Sequential ε-DP e-process for a simple null P against Q, with optional stopping.
+
+    Rows arrive in order (``partial_fit``); they are cut into disjoint batches of
+    a public schedule, and at the end of each batch one private batch e-value is
+    released. The e-process is the running product of the batch e-values,
+    constant between batch ends; the process stops at the first crossing of 1/α
+    (reject P) or, in two-sided mode, when the e-process against Q reaches 1/β
+    (accept P). The product is a test supermartingale under P (and under Q for
+    the reversed process), so by Ville's inequality the decision keeps its level
+    at any data-dependent stopping time.
+
+    Parameters
+    ----------
+    null : frozen scipy.stats distribution, default=None
+        The null P of one row (see :class:`PrivateEValueTest`). ``None``:
+        N(0, I_d).
+    alternative : frozen scipy.stats distribution, default=None
+        The alternative Q. ``None``: N(μ, I_d), μ_j = 1/√d.
+    epsilon : float, default=1.0
+        ε of the whole stream (every row is used in exactly one batch).
+    statistic : {"auto", "exact", "optimal", "tslr"}, default="auto"
+        Batch e-value. ``"exact"`` (two-point laws such as Bernoulli): release the
+        batch count plus Laplace(1/ε) noise and multiply by its exact likelihood
+        ratio; in two-sided mode the reciprocal serves as the e-value against Q,
+        so both directions use the full ε. ``"optimal"``/``"tslr"``: the merged
+        statistics of :class:`PrivateEValueTest`; two-sided mode then releases one
+        statistic per direction at ε/2 each. ``"auto"``: ``"exact"`` where
+        available, else ``"optimal"``.
+    alpha : float, default=0.05
+        Level against P: reject when the e-process reaches 1/α.
+    beta : float or None, default=None
+        ``None``: one-sided test of P. A float in (0, 1): two-sided decision,
+        accepting P (rejecting Q at level β) when the e-process against Q
+        reaches 1/β.
+    schedule : {"auto", "paper", "doubling"} or sequence of int, default="auto"
+        Batch sizes. ``"auto"``: for the exact statistic a first batch of
+        ⌈3 / R⌉ rows (R the per-row rate), then batches of ⌈1.5 · 1.15^j / R⌉;
+        for merged statistics geometric with ratio 1.5 from ⌈4 / R⌉ rows.
+        ``"paper"``: Algorithm 1 of [1]_ with competitive ratio ``rho`` and its
+        constant bet. ``"doubling"``: 16, 32,
+        64, ... A sequence: those sizes, then the last one repeated.
+    rho : float, default=3.0
+        Competitive ratio ρ > 1 of ``schedule="paper"``.
+    max_samples : int or None, default=None
+        Most rows used; the last batch is cut to end there. ``None``: no limit.
+    budget : PrivacyBudget, default=None
+        Ledger charged ε once per stream, when its first rows arrive.
+    random_state : int, RandomState instance, Generator or None, default=None
+        Source of the noise of the stream.
+
+    Attributes
+    ----------
+    result_ : EProcessResult
+        State of the stream: decision, released e-process path, rows used.
+    n_features_in_ : int
+        Number of features of the stream.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features, when the first chunk had string column names.
+
+    Notes
+    -----
+    Privacy: pure ε-DP for the whole stream with respect to replacing one row;
+    each row belongs to exactly one batch, whose single release (or two releases
+    at ε/2 in two-sided merged mode) is ε-DP, so the stream is ε-DP by parallel
+    composition. Batch sizes are public. Only the e-process path at batch ends is
+    exposed (no batch sums, no noise).
+
+    Rows that arrive after a decision (or past ``max_samples``) are validated
+    for their width, then ignored: the decision is final. Rows of an incomplete
+    batch wait for the batch to complete. ``fit`` starts a new stream (charged
+    again); ``partial_fit`` continues the current one.
+
+    References
+    ----------
+    .. [1] Jacobsen, Gonzalez, Brown, Fawaz, Ramdas. "Optimal Rates for
+       Differentially Private Hypothesis Testing with E-values." arXiv:2605.28952.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from skdptest import PrivateEProcess
+    >>> rng = np.random.default_rng(0)
+    >>> proc = PrivateEProcess(stats.bernoulli(0.3), stats.bernoulli(0.6), epsilon=1.0,
+    ...                        alpha=0.025, beta=0.025, random_state=0)
+    >>> for _ in range(100):
+    ...     _ = proc.partial_fit(rng.binomial(1, 0.6, size=(10, 1)))
+    >>> proc.decision()
+    'reject'
+    """
+
+    def __init__(
+        self,
+        null=None,
+        alternative=None,
+        *,
+        epsilon=1.0,
+        statistic="auto",
+        alpha=0.05,
+        beta=None,
+        schedule="auto",
+        rho=3.0,
+        max_samples=None,
+        budget=None,
+        random_state=None,
+    ):
+        self.null = null
+        self.alternative = alternative
+        self.epsilon = epsilon
+        self.statistic = statistic
+        self.alpha = alpha
+        self.beta = beta
+        self.schedule = schedule
+        self.rho = rho
+        self.max_samples = max_samples
+        self.budget = budget
+        self.random_state = random_state
+
+    # ---------------------------------------------------------------- params
+    def _check_params(self):
+        check_statistic_params(self, _STATISTICS, bet=False)
+        if self.beta is not None:
+            check_alpha(self.beta, "beta")
+        check_real(self.rho, "rho", low=1.0, low_open=True)
+        if self.max_samples is not None:
+            check_int(self.max_samples, "max_samples", low=1)
+        self._check_schedule()
+
+    def _check_schedule(self):
+        s = self.schedule
+        if isinstance(s, str):
+            if s not in _SCHEDULES:
+                raise ValueError(f"schedule must be one of {_SCHEDULES} or a sequence of "
+                                 f"positive integers, got {s!r}.")
+            return
+        try:
+            sizes = list(s)
+        except TypeError:
+            raise TypeError(f"schedule must be a string or a sequence of positive integers, "
+                            f"got {type(s).__name__}.") from None
+        if not sizes or not all(
+            isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in sizes
+        ):
+            raise ValueError("schedule must be a non-empty sequence of positive integers.")
+
+    def _privacy_cost(self):
+        return float(self.epsilon), 0.0
+
+    def _plan(self, n_features):
+        key = ("plan", id(self.null), id(self.alternative), self.statistic,
+               float(self.epsilon), self.beta is None, repr(self.schedule), float(self.rho),
+               n_features)
+        return _cached(key, (self.null, self.alternative), lambda: _Plan(self, n_features))
+
+    def _check_data(self, X, y):
+        self._plan(X.shape[1]).laws.log_ratio(X)
+
+    # ---------------------------------------------------------------- stream
+    def fit(self, X, y=None):
+        """Start a new stream (charged ε) and feed it the rows of ``X`` in order.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Rows in arrival order.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        for attr in ("_stream", "result_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        return self._feed(X, "fit")
+
+    def partial_fit(self, X, y=None):
+        """Append rows to the stream (the first call starts it and charges ε).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New rows in arrival order.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        return self._feed(X, "partial_fit")
+
+    def _feed(self, X, label):
+        new = not hasattr(self, "_stream")
+        X, _ = self._prepare(X, None, reset=new)
+        if new:
+            self._charge(label)
+            self._stream = {
+                "rng": check_generator(self.random_state), "buffer": X[:0], "sizes": [],
+                "log_p": 0.0, "log_q": 0.0 if self.beta is not None else None,
+                "path_p": [], "path_q": [], "ends": [], "used": 0, "decision": "continue",
+            }
+        self._advance(X)
+        self.result_ = self._result()
+        return self
+
+    def _next_size(self, plan, st):
+        j = len(st["ends"])
+        while len(st["sizes"]) <= j:  # batch sizes are recomputed from the public plan
+            gen = plan.sizes()
+            st["sizes"] = [next(gen) for _ in range(max(2 * len(st["sizes"]), 8))]
+        size = st["sizes"][j]
+        if self.max_samples is not None:
+            size = min(size, self.max_samples - st["used"])
+        return size
+
+    def _advance(self, X):
+        st = self._stream
+        if st["decision"] != "continue" or self._exhausted(st):
+            return  # rows after a decision (or past max_samples) are not used
+        plan = self._plan(X.shape[1])
+        buf = np.concatenate([st["buffer"], X]) if len(st["buffer"]) else X
+        start = 0
+        while st["decision"] == "continue" and not self._exhausted(st):
+            size = self._next_size(plan, st)
+            if len(buf) - start < size:
+                break
+            log_p, log_q = plan.batch_log_e(buf[start:start + size], st["rng"])
+            start += size
+            self._record(st, size, log_p, log_q)
+        st["buffer"] = buf[start:] if st["decision"] == "continue" else buf[:0]
+
+    def _exhausted(self, st):
+        return self.max_samples is not None and st["used"] >= self.max_samples
+
+    def _record(self, st, size, log_p, log_q):
+        st["used"] += size
+        st["ends"].append(st["used"])
+        st["log_p"] += log_p
+        st["path_p"].append(st["log_p"])
+        if log_q is not None:
+            st["log_q"] += log_q
+            st["path_q"].append(st["log_q"])
+        if st["log_p"] >= -math.log(self.alpha):
+            st["decision"] = "reject"
+        elif log_q is not None and st["log_q"] >= -math.log(self.beta):
+            st["decision"] = "accept"
+
+    def _result(self):
+        st = self._stream
+        return EProcessResult(
+            decision=st["decision"],
+            reject=st["decision"] == "reject",
+            e_value=math.exp(min(st["log_p"], 700.0)),
+            log_e_process=tuple(st["path_p"]),
+            log_e_process_alt=tuple(st["path_q"]) if self.beta is not None else None,
+            batch_ends=tuple(st["ends"]),
+            n_samples_used=int(st["used"]),
+            alpha=float(self.alpha),
+            beta=None if self.beta is None else float(self.beta),
+            epsilon=float(self.epsilon),
+            delta=0.0,
+        )
+
+    # ---------------------------------------------------------------- API
+    def _fit_private(self, X, y, rng):  # pragma: no cover - fit is overridden
+        raise NotImplementedError
+
+    def _score_private(self, X, y, rng):
+        """Final log e-process of a fresh stream on X."""
+        plan = self._plan(X.shape[1])
+        gen, start, log_p = plan.sizes(), 0, 0.0
+        while True:
+            size = next(gen)
+            if start + size > X.shape[0]:
+                return log_p
+            log_p += plan.batch_log_e(X[start:start + size], rng)[0]
+            start += size
+
+    def score(self, X, y=None):
+        """Private log e-process against P of a fresh stream fed ``X`` (charged ε).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Private rows in order.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        log_e_value : float
+            Log of the e-process after the last complete batch, in nats.
+        """
+        return super().score(X, y)
+
+    def decision(self, X=None, y=None):
+        """``"reject"``, ``"accept"`` (two-sided mode) or ``"continue"``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), default=None
+            If given, a new stream is fitted on it first.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        decision : str
+        """
+        if X is not None:
+            self.fit(X)
+        check_is_fitted(self)
+        return self.result_.decision

@@ -1,0 +1,69 @@
+"""Exact likelihood-ratio post-processing of a noisy count (two-point laws).
+
+For laws on two points {x0, x1} the batch statistic Λ_n of any bet is an affine
+function of the count K = #{t : x_t = x1}, and its replace-one sensitivity is one
+count. Releasing Y = K + Laplace(1/ε) is therefore ε-DP, and the likelihood ratio
+of the release itself,
+
+    E(Y) = f_Q(Y) / f_P(Y),   f(y) = Σ_k Binom(k; n, π) (ε/2) e^{−ε|y − k|},
+
+is an e-value (E_P[E] = ∫ f_Q = 1) and, by Neyman–Pearson, the most powerful
+post-processing of that release. Its reciprocal is an e-value against Q, so one
+release serves both directions of a two-sided test at the full ε.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special, stats
+
+from .._noise import laplace
+from ._laws import _DiscreteLaws
+
+__all__ = ["BinaryExact", "binary_exact"]
+
+
+def binary_exact(laws):
+    """A :class:`BinaryExact` model for two-point laws, else ``None``."""
+    if not isinstance(laws, _DiscreteLaws):
+        return None
+    support = laws.wP > 0
+    if support.sum() != 2 or not np.all(laws.wQ[~support] == 0):
+        return None
+    xs, wq = laws.xs[support], laws.wQ[support]
+    if np.any(wq == 0):
+        return None
+    return BinaryExact(float(xs[1]), float(laws.wP[support][1]), float(wq[1]))
+
+
+class BinaryExact:
+    """Two-point laws with P(x1) = p1 and Q(x1) = q1, both in (0, 1)."""
+
+    name = "exact"
+
+    def __init__(self, x1, p1, q1):
+        self.x1, self.p1, self.q1 = x1, p1, q1
+
+    def count(self, X):
+        """The sufficient statistic K of a batch (number of rows equal to x1)."""
+        return int(np.count_nonzero(X[:, 0] == self.x1))
+
+    def release(self, count, epsilon, rng):
+        """Y = K + Laplace(1/ε): ε-DP under replacing one row."""
+        return count + float(laplace(rng, 1.0 / epsilon))
+
+    def log_density(self, y, n, prob, epsilon):
+        """log f(y) for Y = Binom(n, prob) + Laplace(1/ε), vectorised over y."""
+        y = np.atleast_1d(np.asarray(y, dtype=float))
+        k = np.arange(n + 1)
+        log_pmf = stats.binom.logpmf(k, n, prob)
+        terms = log_pmf[None, :] - epsilon * np.abs(y[:, None] - k[None, :])
+        return special.logsumexp(terms, axis=1) + math.log(epsilon / 2.0)
+
+    def log_lr(self, y, n, epsilon):
+        """log f_Q(y) − log f_P(y): the log e-value against P of the release y."""
+        return self.log_density(y, n, self.q1, epsilon) - self.log_density(
+            y, n, self.p1, epsilon
+        )

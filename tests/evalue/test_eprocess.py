@@ -1,0 +1,313 @@
+"""PrivateEProcess: anytime validity, stream privacy, chunking, budget and input handling."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import integrate, stats
+
+import skdptest.evalue._exact as exact_module
+import skdptest.evalue._merge as merge_module
+from skdptest import BudgetExceededError, EProcessResult, PrivacyBudget, PrivateEProcess
+from skdptest.evalue._exact import BinaryExact
+
+P = stats.bernoulli(0.3)
+
+
+def _bern(q):
+    return P, stats.bernoulli(q)
+
+
+def _tolerance(n, level):
+    """Largest count of level-α errors compatible with rate <= α (one-sided, 1e-3)."""
+    return stats.binom.ppf(1 - 1e-3, n, level)
+
+
+# ---------------------------------------------------------------- validity
+@pytest.mark.parametrize("statistic", ["exact", "optimal", "tslr"])
+def test_anytime_validity_under_null_one_sided(statistic):
+    """Streams under P, stopped at the first crossing (a data-dependent time)."""
+    alpha, n_streams = 0.1, 400
+    proc = PrivateEProcess(*_bern(0.5), statistic=statistic, alpha=alpha, max_samples=600,
+                           random_state=np.random.default_rng(0))
+    rng = np.random.default_rng(1)
+    rejections = 0
+    for _ in range(n_streams):
+        proc.fit(rng.binomial(1, 0.3, size=(600, 1)))
+        rejections += proc.decision() == "reject"
+    assert rejections <= _tolerance(n_streams, alpha)
+
+
+def test_optional_stopping_by_peeking_analyst_is_valid():
+    """An analyst who feeds rows in chunks and peeks after each one, stopping as soon as
+    the e-process reaches 1/α, rejects under P with probability at most α."""
+    alpha, n_streams = 0.2, 300
+    rng = np.random.default_rng(2)
+    laws = _bern(0.6)
+    rejections = 0
+    for s in range(n_streams):
+        proc = PrivateEProcess(*laws, statistic="optimal", alpha=alpha, random_state=s)
+        for _ in range(40):
+            proc.partial_fit(rng.binomial(1, 0.3, size=(int(rng.integers(1, 30)), 1)))
+            if proc.test().e_value >= 1 / alpha:
+                rejections += 1
+                break
+    assert rejections <= _tolerance(n_streams, alpha)
+
+
+@pytest.mark.parametrize("statistic", ["exact", "optimal"])
+def test_two_sided_error_rates(statistic):
+    alpha = beta = 0.05
+    n_streams = 300
+    proc = PrivateEProcess(*_bern(0.6), epsilon=1.0, statistic=statistic, alpha=alpha,
+                           beta=beta, max_samples=3000, random_state=np.random.default_rng(3))
+    rng = np.random.default_rng(4)
+    wrong_p = wrong_q = 0
+    for _ in range(n_streams):
+        wrong_p += proc.fit(rng.binomial(1, 0.3, size=(3000, 1))).decision() == "reject"
+        wrong_q += proc.fit(rng.binomial(1, 0.6, size=(3000, 1))).decision() == "accept"
+    assert wrong_p <= _tolerance(n_streams, alpha)
+    assert wrong_q <= _tolerance(n_streams, beta)
+
+
+def test_stops_early_under_the_alternative():
+    proc = PrivateEProcess(*_bern(0.7), alpha=0.025, beta=0.025, random_state=0)
+    rng = np.random.default_rng(5)
+    used = [proc.fit(rng.binomial(1, 0.7, size=(2000, 1))).result_.n_samples_used
+            for _ in range(100)]
+    assert np.median(used) < 110  # the paper reports a median of 62 with DP-SPRT at 110
+
+
+# ---------------------------------------------------------------- exact post-processing
+@pytest.mark.parametrize("n, eps, q", [(1, 1.0, 0.6), (20, 0.5, 0.5), (60, 2.0, 0.7)])
+def test_exact_post_processing_is_an_e_value(n, eps, q):
+    """E_P[f_Q(Y)/f_P(Y)] = 1, with f_P computed independently by scipy."""
+    model = BinaryExact(1.0, 0.3, q)
+
+    def f_p(y):
+        k = np.arange(n + 1)
+        return float(np.sum(stats.binom.pmf(k, n, 0.3) * stats.laplace.pdf(y, k, 1 / eps)))
+
+    def integrand(y):
+        return f_p(y) * math.exp(model.log_lr(y, n, eps)[0])
+
+    pts = np.arange(0, n + 1)
+    edges = [-60 / eps, *pts, n + 60 / eps]
+    total = math.fsum(integrate.quad(integrand, a, b, epsabs=1e-14)[0]
+                      for a, b in zip(edges[:-1], edges[1:], strict=True))
+    assert total == pytest.approx(1.0, abs=1e-9)
+
+
+def test_exact_log_lr_is_increasing_in_the_release():
+    model = BinaryExact(1.0, 0.3, 0.6)
+    inside = np.linspace(0, 50, 400)
+    assert np.all(np.diff(model.log_lr(inside, 50, 1.0)) > 0)
+    # beyond the support both densities have the same Laplace tail: the ratio is flat
+    tails = np.concatenate([np.linspace(-20, 0, 50), np.linspace(50, 70, 50)])
+    assert np.all(np.diff(model.log_lr(tails, 50, 1.0)) > -1e-12)
+
+
+def test_exact_monte_carlo_validity():
+    rng = np.random.default_rng(6)
+    model = BinaryExact(1.0, 0.3, 0.5)
+    n, eps, reps = 30, 1.0, 20000
+    y = rng.binomial(n, 0.3, size=reps) + rng.laplace(0, 1 / eps, size=reps)
+    e = np.exp(model.log_lr(y, n, eps))
+    assert e.mean() <= 1 + 4 * e.std(ddof=1) / math.sqrt(reps)
+
+
+# ---------------------------------------------------------------- privacy
+def _increments(proc, X):
+    path = np.array(proc.fit(X).result_.log_e_process)
+    return np.diff(np.concatenate([[0.0], path]))
+
+
+@pytest.mark.parametrize("statistic", ["optimal", "tslr"])
+def test_neighbouring_streams_change_one_batch_within_epsilon(statistic):
+    """Same seed: the increments (batch releases) differ in one batch only, and there by
+    at most b·ε, i.e. the Laplace log density ratio of that release is <= ε."""
+    eps = 1.0
+    X = np.random.default_rng(7).binomial(1, 0.5, size=(400, 1)).astype(float)
+    proc = PrivateEProcess(*_bern(0.7), epsilon=eps, statistic=statistic, schedule=[40, 80],
+                           alpha=1e-300, random_state=9)
+    base = _increments(proc, X)
+    plan = proc._plan(1)
+    for i in (0, 39, 40, 150, 359, 399):
+        X2 = X.copy()
+        X2[i, 0] = 1.0 - X2[i, 0]
+        diff = np.abs(_increments(proc, X2) - base)
+        if i >= 360:  # an incomplete final batch is not used
+            assert np.all(diff == 0)
+            continue
+        batch = 0 if i < 40 else 1 + (i - 40) // 80
+        assert np.count_nonzero(diff > 1e-12) == 1 and diff[batch] > 0
+        n_b = 40 if batch == 0 else 80
+        b = merge_module.noise_scale(plan.stat, plan.bet(plan.laws, plan.stat, n_b), eps)
+        assert diff[batch] / b <= eps + 1e-9
+
+
+def test_halved_noise_fails_the_stream_privacy_check(monkeypatch):
+    real = merge_module.noise_scale
+    monkeypatch.setattr(merge_module, "noise_scale", lambda *a: 0.5 * real(*a))
+    eps = 1.0
+    X = np.random.default_rng(7).binomial(1, 0.5, size=(120, 1)).astype(float)
+    proc = PrivateEProcess(*_bern(0.7), epsilon=eps, statistic="optimal", schedule=[40],
+                           alpha=1e-300, random_state=9)
+    base = _increments(proc, X)
+    plan = proc._plan(1)
+    X2 = X.copy()
+    X2[0, 0] = 1.0 - X2[0, 0]
+    diff = np.abs(_increments(proc, X2) - base)[0]
+    b = merge_module.noise_scale(plan.stat, plan.bet(plan.laws, plan.stat, 40), eps)
+    assert diff / b > 1.5 * eps
+
+
+def _exact_noise(monkeypatch, eps, n_rows=4000):
+    draws = []
+    real = BinaryExact.release
+
+    def spy(self, count, epsilon, rng):
+        y = real(self, count, epsilon, rng)
+        draws.append(y - count)
+        return y
+
+    monkeypatch.setattr(BinaryExact, "release", spy)
+    X = np.random.default_rng(8).binomial(1, 0.5, size=(n_rows, 1))
+    PrivateEProcess(*_bern(0.5), epsilon=eps, statistic="exact", schedule=[4],
+                    alpha=1e-300, beta=1e-300, random_state=10).fit(X)
+    return np.array(draws)
+
+
+def test_exact_stream_noise_is_laplace_of_scale_one_over_epsilon(monkeypatch):
+    """The count has replace-one sensitivity 1: Laplace(1/ε) noise makes each batch ε-DP.
+    A statistical audit of the noise actually added (Kolmogorov-Smirnov)."""
+    eps = 0.7
+    z = _exact_noise(monkeypatch, eps)
+    assert stats.kstest(z, stats.laplace(scale=1 / eps).cdf).pvalue > 1e-3
+
+
+def test_exact_stream_halved_noise_fails_the_audit(monkeypatch):
+    real = exact_module.laplace
+    monkeypatch.setattr(exact_module, "laplace", lambda rng, scale: real(rng, scale / 2))
+    z = _exact_noise(monkeypatch, 0.7)
+    assert stats.kstest(z, stats.laplace(scale=1 / 0.7).cdf).pvalue < 1e-6
+
+
+# ---------------------------------------------------------------- streaming API
+@pytest.mark.parametrize("kw", [dict(statistic="exact", beta=0.05),
+                                dict(statistic="optimal", beta=0.05),
+                                dict(statistic="tslr"), dict(schedule="paper")])
+@pytest.mark.parametrize("chunk", [1, 7, 100])
+def test_partial_fit_in_chunks_equals_fit(kw, chunk):
+    X = np.random.default_rng(11).binomial(1, 0.45, size=(700, 1))
+    ref = PrivateEProcess(*_bern(0.6), alpha=1e-6, random_state=3, **kw).fit(X).result_
+    proc = PrivateEProcess(*_bern(0.6), alpha=1e-6, random_state=3, **kw)
+    for start in range(0, len(X), chunk):
+        proc.partial_fit(X[start:start + chunk])
+    assert proc.result_ == ref
+
+
+def test_budget_charged_once_per_stream():
+    budget = PrivacyBudget(2.5)
+    proc = PrivateEProcess(*_bern(0.6), epsilon=1.0, budget=budget, random_state=0)
+    for _ in range(10):
+        proc.partial_fit(np.zeros((5, 1)))
+    assert len(budget.ledger) == 1 and budget.ledger[0].label == "PrivateEProcess.partial_fit"
+    proc.fit(np.zeros((5, 1)))
+    assert [e.label for e in budget.ledger][-1] == "PrivateEProcess.fit"
+    with pytest.raises(BudgetExceededError, match="asked for epsilon=1"):
+        proc.fit(np.zeros((5, 1)))
+    assert len(budget.ledger) == 2
+
+
+def test_rows_after_decision_are_ignored_and_max_samples_caps():
+    proc = PrivateEProcess(*_bern(0.9), alpha=0.05, random_state=0)
+    proc.fit(np.ones((500, 1)))
+    r = proc.test()
+    assert r.decision == "reject" and r.n_samples_used < 500
+    proc.partial_fit(np.zeros((500, 1)))
+    assert proc.test() == r
+    capped = PrivateEProcess(*_bern(0.6), alpha=1e-9, max_samples=50, random_state=0)
+    capped.fit(np.zeros((400, 1)))
+    assert capped.test().n_samples_used == 50 and capped.decision() == "continue"
+    assert capped.test().batch_ends[-1] == 50
+
+
+def test_result_exposes_only_private_quantities():
+    proc = PrivateEProcess(*_bern(0.6), beta=0.1, random_state=0).fit(np.ones((300, 1)))
+    r = proc.test()
+    assert isinstance(r, EProcessResult)
+    assert set(vars(r)) == {"decision", "reject", "e_value", "log_e_process",
+                            "log_e_process_alt", "batch_ends", "n_samples_used", "alpha",
+                            "beta", "epsilon", "delta", "method"}
+    assert len(r.log_e_process) == len(r.batch_ends) == len(r.log_e_process_alt)
+    public = {k for k in vars(proc) if k.endswith("_") and not k.startswith("_")}
+    assert public == {"result_", "n_features_in_"}
+
+
+def test_decision_values_and_score():
+    budget = PrivacyBudget(10.0)
+    proc = PrivateEProcess(*_bern(0.7), alpha=0.05, beta=0.05, budget=budget, random_state=1)
+    assert proc.decision(np.ones((300, 1))) == "reject"
+    assert proc.decision(np.zeros((300, 1))) == "accept"
+    assert proc.decision(np.ones((2, 1))) == "continue"
+    s = proc.score(np.ones((300, 1)))
+    assert s > 3 and budget.ledger[-1].label == "PrivateEProcess.score"
+
+
+BAD_PARAMS = [
+    (dict(beta=0.0), ValueError, "beta must be > 0"),
+    (dict(beta="x"), TypeError, "beta must be a real number"),
+    (dict(rho=1.0), ValueError, "rho must be > 1"),
+    (dict(max_samples=0), ValueError, "max_samples must be >= 1"),
+    (dict(max_samples=2.5), TypeError, "max_samples must be an integer"),
+    (dict(schedule="fast"), ValueError, "schedule must be one of"),
+    (dict(schedule=[3, 0]), ValueError, "non-empty sequence of positive integers"),
+    (dict(schedule=3), TypeError, "schedule must be a string or a sequence"),
+    (dict(statistic="naive"), ValueError, "statistic must be one of"),
+    (dict(epsilon=-1), ValueError, "epsilon must be > 0"),
+]
+
+
+@pytest.mark.parametrize("params, exc, match", BAD_PARAMS)
+def test_bad_parameters_rejected_without_charge(params, exc, match):
+    budget = PrivacyBudget(10.0)
+    with pytest.raises(exc, match=match):
+        PrivateEProcess(*_bern(0.6), budget=budget, **params).partial_fit(np.zeros((3, 1)))
+    assert budget.ledger == []
+
+
+@pytest.mark.parametrize("X, match", [
+    (np.array([[0.0], [np.nan]]), "NaN"),
+    (np.array([[0.0], [3.0]]), "outside the support of the null"),
+    (np.zeros((2, 2)), "X has 2 feature"),
+])
+def test_bad_data_for_a_new_stream_charges_nothing(X, match):
+    budget = PrivacyBudget(10.0)
+    with pytest.raises(ValueError, match=match):
+        PrivateEProcess(*_bern(0.6), budget=budget).partial_fit(X)
+    assert budget.ledger == []
+
+
+def test_bad_rows_mid_stream_are_rejected_and_the_stream_goes_on():
+    proc = PrivateEProcess(*_bern(0.6), alpha=1e-9, schedule=[10], random_state=0)
+    proc.partial_fit(np.zeros((15, 1)))
+    with pytest.raises(ValueError, match="X has 2 features"):
+        proc.partial_fit(np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="outside the support"):
+        proc.partial_fit(np.array([[0.5]]))
+    proc.partial_fit(np.zeros((5, 1)))
+    assert proc.test().n_samples_used == 20
+
+
+def test_exact_refused_for_non_binary_laws():
+    with pytest.raises(ValueError, match="two points"):
+        PrivateEProcess(stats.binom(3, 0.3), stats.binom(3, 0.5), statistic="exact").fit(
+            np.zeros((4, 1)))
+
+
+def test_gaussian_stream_rejects_under_alternative():
+    proc = PrivateEProcess(stats.norm(0, 1), stats.norm(0.5, 1), alpha=0.05, beta=0.05,
+                           random_state=0)
+    X = np.random.default_rng(0).normal(0.5, 1, size=(2000, 1))
+    assert proc.decision(X) == "reject"
