@@ -339,7 +339,8 @@ def test_processes_racing_never_overspend(total, step):
     assert running[-1] == pytest.approx(total)
     assert np.all(running <= total * (1 + 1e-9))
     assert math.fsum(e.epsilon for e in entries) <= total * (1 + 1e-9)
-    assert len({e.label for e in entries}) >= 1
+    # Each process tries only 50, so at least two of them got spends recorded.
+    assert len({e.label for e in entries}) >= 2
     with pytest.raises(BudgetExceededError, match="asked for epsilon"):
         budget.spend(step)
 
