@@ -17,8 +17,9 @@ rows. Methods:
 and, for reference, the first-order scale log(1/α)/R_ε(Q‖P) and the figures
 reported in the e-process paper (two-sided, ρ = 3, 100 runs).
 
-Run ``python benchmarks/eprocess_stopping.py --runs 1000`` (default 1000 runs
-per row and hypothesis; ``--runs 100`` for a quick look).
+Run ``python benchmarks/eprocess_stopping.py`` (200 runs per row and hypothesis,
+about a minute per row on one core; the saved table in
+``benchmarks/results/eprocess_stopping.txt`` uses ``--runs 1000``).
 
 References: Michel, Basu, Kaufmann, "DP-SPRT: Differentially Private Sequential
 Probability Ratio Tests", AISTATS 2026, arXiv:2508.06377.
@@ -165,7 +166,8 @@ def fmt_runs(r_q, r_p, n_runs):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1000, help="runs per row and hypothesis")
+    parser.add_argument("--runs", type=int, default=200,
+                        help="runs per row and hypothesis (the saved table uses 1000)")
     parser.add_argument("--alpha", type=float, default=0.025, help="alpha = beta")
     parser.add_argument("--max-samples", type=int, default=20000, help="stream length")
     parser.add_argument("--seed", type=int, default=2026)
