@@ -117,7 +117,9 @@ class _LLRSequentialTest:
         check_law(self.alternative, "alternative")
         clip = check_llr_clip(self.llr_clip)
         laws = make_laws(self.null, self.alternative)
-        lmin, lmax = laws.l_range()
+        # The range is trusted only where the support is enumerated exactly (a
+        # truncated infinite support, e.g. Poisson, would understate it).
+        lmin, lmax = laws.l_range() if laws.exact else (-math.inf, math.inf)
         if clip is not None:
             lmin, lmax = max(lmin, clip[0]), min(lmax, clip[1])
         sensitivity = lmax - lmin

@@ -60,6 +60,16 @@ def test_sensitivity_uses_actual_llr_range_of_a_discrete_law():
     assert test.sensitivity_ == pytest.approx(L.max() - L.min())
 
 
+def test_infinite_discrete_support_is_refused_without_a_clip():
+    # Poisson's LLR x log 2 - 1 is unbounded; a truncated support must not hide it
+    P, Q = stats.poisson(1.0), stats.poisson(2.0)
+    with pytest.raises(ValueError, match="unbounded"):
+        DPSPRT(P, Q).run(np.array([0, 1, 2]))
+    test = DPSPRT(P, Q, llr_clip=(-1.0, 2.0))
+    test.boundaries(1)
+    assert test.sensitivity_ == pytest.approx(3.0)
+
+
 def test_gaussian_is_refused_without_a_clip_and_accepted_with_one():
     P, Q = stats.norm(0, 1), stats.norm(0.5, 1)
     x = np.random.default_rng(0).normal(0.5, 1, size=(50, 1))
