@@ -55,12 +55,21 @@ class BinaryExact:
         return count + float(laplace(rng, 1.0 / epsilon))
 
     def log_density(self, y, n, prob, epsilon):
-        """log f(y) for Y = Binom(n, prob) + Laplace(1/ε), vectorised over y."""
+        """log f(y) for Y = Binom(n, prob) + Laplace(1/ε), vectorised over y.
+
+        Every term of the mixture is kept (dropping terms would underestimate the
+        null density and break validity); y is processed in blocks to bound memory.
+        """
         y = np.atleast_1d(np.asarray(y, dtype=float))
         k = np.arange(n + 1)
         log_pmf = stats.binom.logpmf(k, n, prob)
-        terms = log_pmf[None, :] - epsilon * np.abs(y[:, None] - k[None, :])
-        return special.logsumexp(terms, axis=1) + math.log(epsilon / 2.0)
+        out = np.empty(y.shape)
+        block = max(1, 2_000_000 // (n + 1))
+        for start in range(0, y.size, block):
+            yb = y[start:start + block]
+            terms = log_pmf[None, :] - epsilon * np.abs(yb[:, None] - k[None, :])
+            out[start:start + block] = special.logsumexp(terms, axis=1)
+        return out + math.log(epsilon / 2.0)
 
     def log_lr(self, y, n, epsilon):
         """log f_Q(y) − log f_P(y): the log e-value against P of the release y."""

@@ -360,3 +360,39 @@ def test_same_seed_reproduces_and_score_uses_a_separate_stream():
     b = PrivateEValueTest(*_bern(0.6), random_state=7).fit(X)
     assert a.result_ == b.result_
     assert a.score(X) != a.result_.log_e_value
+
+
+# ---------------------------------------------------------------- exact post-processing
+def test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count():
+    q, eps, n = 0.6, 1.0, 200
+    null, alt = _bern(q)
+    X = np.random.default_rng(3).binomial(1, q, size=(n, 1))
+    est = PrivateEValueTest(null, alt, epsilon=eps, statistic="exact", random_state=4)
+    r = est.fit(X).result_
+    assert r.statistic == "exact" and r.bet is None and r.noise_scale == 1 / eps
+    # same noise draw as the estimator: Laplace(1/ε) from the same stream
+    from skdptest._validation import check_generator
+
+    y = X.sum() + check_generator(4).laplace(0.0, 1 / eps)
+    k = np.arange(n + 1)
+
+    def dens(prob):
+        return np.sum(stats.binom.pmf(k, n, prob) * stats.laplace.pdf(y, k, 1 / eps))
+
+    assert r.log_e_value == pytest.approx(math.log(dens(q) / dens(P0)), rel=1e-9)
+
+
+def test_exact_statistic_monte_carlo_validity_and_power():
+    null, alt = _bern(0.5)
+    logs, _ = _release_draws(null, alt, lambda rng, n: rng.binomial(1, P0, size=(n, 1)),
+                             n=40, reps=3000, seed=8, statistic="exact")
+    e = np.exp(logs)
+    assert e.mean() <= 1 + 4 * e.std(ddof=1) / math.sqrt(e.size)
+
+
+def test_exact_statistic_refused_for_non_binary_laws_without_charge():
+    budget = PrivacyBudget(5.0)
+    with pytest.raises(ValueError, match="two points"):
+        PrivateEValueTest(stats.binom(4, 0.3), stats.binom(4, 0.5), statistic="exact",
+                          budget=budget).fit(np.zeros((3, 1)))
+    assert budget.ledger == []
