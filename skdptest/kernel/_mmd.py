@@ -396,10 +396,8 @@ class DPMMDTest(BasePrivateTest):
                 f"DPMMDTest needs at least 2 groups in y; got {classes.size} class "
                 f"({X.shape[0]} sample(s))."
             )
-        self._classes = classes
-        self._codes = codes.ravel()
-        self._resolved_kernel = resolve_kernel(
-            self.kernel, self.kernel_params, self.kernel_bound, X)
+        kernel = resolve_kernel(self.kernel, self.kernel_params, self.kernel_bound, X)
+        self._classes, self._codes, self._resolved_kernel = classes, codes.ravel(), kernel
 
     def _run(self, X, rng):
         kernel = self.__dict__.pop("_resolved_kernel")
