@@ -331,3 +331,42 @@ def test_agrees_with_scipy_permutation_test_as_epsilon_grows():
         assert abs(res.p_value - ref.pvalue) <= tol
         if abs(ref.pvalue - 0.05) > tol:
             assert res.reject == (ref.pvalue <= 0.05)
+
+
+def test_other_kernel_forms_through_the_estimator():
+    from sklearn.gaussian_process.kernels import RBF
+
+    Z, y = golden_data()
+    res = DPMMDTest(kernel=RBF(2.0), random_state=0, n_permutations=49).test(Z, y)
+    assert res.sensitivity == pytest.approx(math.sqrt(2) / 40)
+
+    def gauss(A, B):
+        return np.exp(-((A[:, None, :] - B[None]) ** 2).sum(-1) / 3)
+
+    res = DPMMDTest(kernel=gauss, kernel_bound=1.0, epsilon=1e12, random_state=0,
+                    n_permutations=49).test(Z, y)
+    assert res.statistic == pytest.approx(GOLDEN_MMD_V, abs=1e-9)
+    assert res.sensitivity == pytest.approx(2.0 / 40)  # only positive definiteness assumed
+    budget = PrivacyBudget(1.0)
+    with pytest.raises(ValueError, match="needs an explicit kernel_bound"):
+        DPMMDTest(kernel=gauss, budget=budget).fit(Z, y)
+    assert budget.spent[0] == 0
+
+
+def test_blocked_path_in_the_estimator(monkeypatch):
+    # A kernel-size cap of 0 and tiny blocks give the same release.
+    Z, y = golden_data()
+    a = DPMMDTest(random_state=5, n_permutations=99).test(Z, y)
+    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 0)
+    monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", 16)
+    monkeypatch.setattr(mmd_mod, "MAX_COLUMN_BYTES", 8 * 100 * 10)
+    b = DPMMDTest(random_state=5, n_permutations=99).test(Z, y)
+    assert a.p_value == b.p_value
+    assert a.statistic == pytest.approx(b.statistic, rel=1e-12)
+
+
+def test_delta_enters_xi():
+    Z, y = golden_data()
+    res = DPMMDTest(epsilon=0.5, delta=0.3, random_state=0, n_permutations=9).test(Z, y)
+    assert res.noise_scale == pytest.approx(2 * (math.sqrt(2) / 40) / (0.5 - math.log(0.7)))
+    assert res.delta == 0.3
