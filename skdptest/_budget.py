@@ -207,6 +207,8 @@ class PrivacyBudget:
             asked and what remains.
         ValueError, TypeError
             If ``epsilon`` or ``delta`` is invalid (nothing is recorded).
+        FileNotFoundError
+            If the ledger file no longer exists (nothing is recorded).
         """
         epsilon = _check_amount(epsilon, "epsilon", strictly_positive=True)
         delta = _check_amount(delta, "delta", strictly_positive=False, upper=1.0)
