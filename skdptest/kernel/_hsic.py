@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sklearn.utils.validation import validate_data
@@ -18,6 +19,8 @@ __all__ = ["DPHSICTest", "hsic_permutation_statistics", "hsic_sensitivity"]
 # Elements of the gathered kernel values held at once by the numpy backend:
 # small enough (512 KiB) for the column gather to read cache-resident rows.
 _GATHER_ELEMENTS = 2**16
+# The numpy backend uses threads when n^2 * (B + 1) reaches this.
+_THREADS_MIN_WORK = 5e7
 # Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this.
 _NUMBA_MIN_WORK = 2e8
 
@@ -147,11 +150,19 @@ def permutation_traces(Kc, L, perms, backend="auto"):
     so only one of the two kernel matrices needs centring.
     """
     n = Kc.shape[0]
-    backend = _resolve_backend(backend, float(n) * n * perms.shape[0])
+    work = float(n) * n * perms.shape[0]
+    backend = _resolve_backend(backend, work)
     if backend == "numba":  # pragma: no cover - needs numba
         return _get_numba_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
                                    np.ascontiguousarray(perms))
-    return _traces_numpy(Kc, L, perms)
+    n_threads = min(os.cpu_count() or 1, 8) if work >= _THREADS_MIN_WORK else 1
+    if n_threads == 1:
+        return _traces_numpy(Kc, L, perms)
+    # numpy's take and einsum release the GIL: threads over permutations.
+    with ThreadPoolExecutor(n_threads) as pool:
+        parts = pool.map(lambda chunk: _traces_numpy(Kc, L, chunk),
+                         np.array_split(perms, n_threads))
+        return np.concatenate(list(parts))
 
 
 def hsic_permutation_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y,
@@ -255,11 +266,12 @@ class DPHSICTest(BasePrivateTest):
     All permuted statistics are exact: with :math:`\tilde K = HKH`,
     :math:`n^2\,\mathrm{HSIC}_b(\pi) = \sum_{ij}\tilde K_{ij} L_{\pi(i)\pi(j)}`,
     an :math:`n^2` gather per permutation, done row block by row block with
-    numpy, or by a compiled loop (lower triangle only, blocks of permutations
-    sharing each row of :math:`\tilde K`, each row of L streamed into a
-    cache-resident buffer before its gather, threads over permutations) when the
-    optional dependency ``numba`` is installed (``SKDPTEST_HSIC_BACKEND`` =
-    ``numpy``/``numba``/``auto`` selects it).
+    numpy (threads over permutations), or by a compiled loop (lower triangle
+    only, blocks of permutations sharing each row of :math:`\tilde K`, each
+    row of L streamed into a cache-resident buffer before its gather, threads
+    over permutations) when the optional dependency ``numba`` is installed
+    (the environment variable ``SKDPTEST_HSIC_BACKEND`` = ``numpy``, ``numba``
+    or ``auto`` selects it).
 
     Only the noisy statistic, the p-value and public quantities are stored:
     neither the statistic without noise nor the noise draws.

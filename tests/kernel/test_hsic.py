@@ -68,6 +68,17 @@ def test_numba_backend_matches_numpy():  # pragma: no cover - optional
                                rtol=1e-10, atol=1e-12)
 
 
+def test_threaded_numpy_backend_matches_serial(monkeypatch):
+    rng = np.random.default_rng(1)
+    Kc = hsic_mod._double_centre(rbf_kernel(rng.normal(size=(30, 2))))
+    L = rbf_kernel(rng.normal(size=(30, 1)))
+    perms = draw_permutations(30, 20, rng)
+    serial = permutation_traces(Kc, L, perms, backend="numpy")
+    monkeypatch.setattr(hsic_mod, "_THREADS_MIN_WORK", 0)
+    monkeypatch.setattr(hsic_mod.os, "cpu_count", lambda: 3)
+    np.testing.assert_array_equal(permutation_traces(Kc, L, perms, backend="numpy"), serial)
+
+
 def test_backend_errors():
     with pytest.raises(ValueError, match="backend must be"):
         permutation_traces(np.eye(2), np.eye(2), np.zeros((1, 2), int), backend="cuda")
