@@ -11,7 +11,13 @@ from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
 from .._validation import check_alpha, check_delta, check_epsilon, check_int
-from ._kernels import check_kernel_spec, resolve_kernel
+from ._kernels import (
+    MEDIAN_EPSILON_SHARE,
+    check_kernel_spec,
+    private_median_gamma,
+    resolve_kernel,
+    uses_private_median,
+)
 from ._permutation import make_result
 
 __all__ = ["DPHSICTest", "hsic_permutation_statistics", "hsic_sensitivity"]
@@ -205,14 +211,18 @@ class DPHSICTest(BasePrivateTest):
         Kernel on ``X``: see :class:`DPMMDTest` for the accepted forms and
         bounds. Default bandwidth ``gamma = 1 / n_features`` (data independent).
     kernel_params : dict, default=None
-        Keyword arguments of ``kernel``.
+        Keyword arguments of ``kernel``. ``{"gamma": "median"}`` (rbf,
+        laplacian) asks for a private median heuristic on ``X`` alone, bought
+        with 5 % of ``epsilon`` (see :class:`DPMMDTest`); the total charged is
+        still ``(epsilon, delta)``.
     kernel_bound : float, default=None
         Public bound on ``k(x, x)`` for kernels without a known one (checked on
         the data).
     y_kernel : str, Kernel or callable, default="rbf"
         Kernel on ``y`` (default ``gamma = 1 / n_targets``).
     y_kernel_params : dict, default=None
-        Keyword arguments of ``y_kernel``.
+        Keyword arguments of ``y_kernel`` (``{"gamma": "median"}`` as for
+        ``kernel_params``, on ``y`` alone, another 5 % of ``epsilon``).
     y_kernel_bound : float, default=None
         Public bound on ``l(y, y)`` for ``y_kernel``.
     epsilon : float, default=1.0
@@ -232,6 +242,11 @@ class DPHSICTest(BasePrivateTest):
     ----------
     result_ : PermutationTestResult
         The private result of the last fit.
+    gamma_ : float or None
+        The privately chosen ``gamma`` of ``kernel`` with
+        ``kernel_params={"gamma": "median"}`` (a DP release), else None.
+    y_gamma_ : float or None
+        The same for ``y_kernel``.
     n_features_in_ : int
         Number of features of ``X`` seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -345,20 +360,35 @@ class DPHSICTest(BasePrivateTest):
         )
 
     def _run(self, X, y, rng):
-        kx, ky = self.__dict__.pop("_kernels")
+        kernels = list(self.__dict__.pop("_kernels"))
         n = X.shape[0]
+        noise_epsilon = float(self.epsilon)
+        gammas = [None, None]
+        specs = [(self.kernel, self.kernel_params, self.kernel_bound, X, "kernel"),
+                 (self.y_kernel, self.y_kernel_params, self.y_kernel_bound, y, "y_kernel")]
+        for k, (kernel, params, bound, data, name) in enumerate(specs):
+            if uses_private_median(kernel, params):
+                # one marginal at a time: invariant under re-pairing
+                eps_bw = MEDIAN_EPSILON_SHARE * float(self.epsilon)
+                noise_epsilon -= eps_bw
+                gammas[k] = private_median_gamma(data, kernel, eps_bw, rng)
+                kernels[k] = resolve_kernel(kernel, {**params, "gamma": gammas[k]}, bound,
+                                            data, name=name)
+        kx, ky = kernels
         stats = hsic_permutation_statistics(X, y, int(self.n_permutations), rng, kx, ky)
         sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
-        return make_result(
+        result = make_result(
             stats, sensitivity, epsilon=self.epsilon, delta=self.delta, alpha=self.alpha,
-            n_samples=n, rng=rng, method="dpHSIC",
+            n_samples=n, rng=rng, method="dpHSIC", noise_epsilon=noise_epsilon,
         )
+        return result, gammas
 
     def _fit_private(self, X, y, rng):
-        return self._run(X, y, rng)
+        result, (self.gamma_, self.y_gamma_) = self._run(X, y, rng)
+        return result
 
     def _score_private(self, X, y, rng):
-        return -math.log(self._run(X, y, rng).p_value)
+        return -math.log(self._run(X, y, rng)[0].p_value)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

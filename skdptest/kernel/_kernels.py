@@ -27,9 +27,20 @@ from numbers import Real
 import numpy as np
 from sklearn.base import clone
 from sklearn.gaussian_process import kernels as gpk
-from sklearn.metrics.pairwise import KERNEL_PARAMS, PAIRWISE_KERNEL_FUNCTIONS
+from sklearn.metrics.pairwise import (
+    KERNEL_PARAMS,
+    PAIRWISE_KERNEL_FUNCTIONS,
+    euclidean_distances,
+    manhattan_distances,
+)
 
-__all__ = ["ResolvedKernel", "check_kernel_spec", "resolve_kernel"]
+__all__ = [
+    "ResolvedKernel",
+    "check_kernel_spec",
+    "private_median_gamma",
+    "resolve_kernel",
+    "uses_private_median",
+]
 
 # name -> (kappa, nonnegative): kernels with values in [0, kappa] or [-kappa, kappa].
 _BOUNDED = {
@@ -41,6 +52,13 @@ _BOUNDED = {
 _UNBOUNDED = {"linear", "polynomial", "poly"}
 _NOT_POSITIVE_DEFINITE = {"sigmoid", "additive_chi2"}
 _GAMMA_KERNELS = {"rbf", "laplacian", "chi2"}
+# kernel name -> distance of its private median heuristic
+_MEDIAN_KERNELS = {"rbf": "euclidean", "laplacian": "manhattan"}
+# Share of a fit's epsilon spent on each private median bandwidth.
+MEDIAN_EPSILON_SHARE = 0.05
+# Candidate bandwidths: a public log-grid, in units of sqrt(d) (euclidean) or
+# d (manhattan), the scale of the data-independent default bandwidth.
+MEDIAN_GRID = np.geomspace(1e-3, 1e3, 121)
 
 # Rows per block when a kernel is evaluated piecewise (diagonal checks).
 _DIAG_BLOCK = 256
@@ -150,8 +168,14 @@ def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
                 f"{params_name} has keys {unknown} that {name}={kernel!r} does not take "
                 f"(allowed: {sorted(allowed)})."
             )
-        if kernel in _GAMMA_KERNELS and params.get("gamma") is not None:
-            gamma = params["gamma"]
+        gamma = params.get("gamma")
+        if isinstance(gamma, str) and gamma == "median":
+            if kernel not in _MEDIAN_KERNELS:
+                raise ValueError(
+                    f"{params_name}['gamma']='median' is available for "
+                    f"{sorted(_MEDIAN_KERNELS)} only, not {name}={kernel!r}."
+                )
+        elif kernel in _GAMMA_KERNELS and gamma is not None:
             if isinstance(gamma, bool) or not isinstance(gamma, Real):
                 raise TypeError(
                     f"{params_name}['gamma'] must be a real number, "
@@ -229,6 +253,8 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
     """
     check_kernel_spec(kernel, kernel_params, kernel_bound, name=name)
     params = {} if kernel_params is None else dict(kernel_params)
+    if uses_private_median(kernel, params):
+        params["gamma"] = None  # placeholder until the private median is drawn
     bound_name = f"{name}_bound"
     if isinstance(kernel, str):
         if kernel == "chi2" and np.any(X < 0):
@@ -269,3 +295,48 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
                 "of X. The bound must hold for every possible row (a public domain bound)."
             )
     return resolved
+
+
+def uses_private_median(kernel, kernel_params):
+    """Whether the specification asks for the private median bandwidth."""
+    return (isinstance(kernel, str) and isinstance(kernel_params, dict)
+            and isinstance(kernel_params.get("gamma"), str)
+            and kernel_params["gamma"] == "median")
+
+
+def median_selection_probabilities(X, kernel, epsilon):
+    """Exponential-mechanism probabilities over ``MEDIAN_GRID`` (see below)."""
+    n, d = X.shape
+    metric = _MEDIAN_KERNELS[kernel]
+    grid = MEDIAN_GRID * (math.sqrt(d) if metric == "euclidean" else d)
+    dist = euclidean_distances if metric == "euclidean" else manhattan_distances
+    counts = np.zeros(grid.size + 1, dtype=np.int64)
+    step = 1024
+    for i in range(0, n, step):
+        for j in range(i, n, step):
+            D = dist(X[i:i + step], X[j:j + step])
+            if i == j:
+                D = D[np.triu_indices(D.shape[0], k=1)]
+            idx = np.searchsorted(grid, D.ravel(), side="left")
+            counts += np.bincount(idx, minlength=grid.size + 1)
+    below = np.cumsum(counts)[:grid.size]  # pairs at distance <= grid[k]
+    utility = -np.abs(below - n * (n - 1) / 4.0)
+    logits = epsilon * utility / (2.0 * (n - 1))
+    logits -= logits.max()
+    probs = np.exp(logits)
+    return grid, probs / probs.sum()
+
+
+def private_median_gamma(X, kernel, epsilon, rng):
+    """An epsilon-DP median-heuristic ``gamma`` for ``kernel`` in {rbf, laplacian}.
+
+    The median w of the pairwise distances (euclidean for rbf, l1 for
+    laplacian) is chosen by the exponential mechanism over a public log-grid
+    of candidates, with utility ``-|#{pairs at distance <= w} - P/2|``, P the
+    number of pairs. Replacing one row changes ``n - 1`` pair distances, so
+    the utility has sensitivity ``n - 1`` and the choice is epsilon-DP under
+    replacing one row. Returns ``1 / w^2`` (rbf) or ``1 / w`` (laplacian).
+    """
+    grid, probs = median_selection_probabilities(X, kernel, epsilon)
+    w = grid[rng.choice(grid.size, p=probs)]
+    return 1.0 / w**2 if kernel == "rbf" else 1.0 / w

@@ -10,7 +10,13 @@ from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
 from .._validation import check_alpha, check_delta, check_epsilon, check_int
-from ._kernels import check_kernel_spec, resolve_kernel
+from ._kernels import (
+    MEDIAN_EPSILON_SHARE,
+    check_kernel_spec,
+    private_median_gamma,
+    resolve_kernel,
+    uses_private_median,
+)
 from ._permutation import make_result
 
 __all__ = ["DPMMDTest", "mmd_permutation_statistics", "mmd_sensitivity"]
@@ -266,7 +272,11 @@ class DPMMDTest(BasePrivateTest):
     kernel_params : dict, default=None
         Keyword arguments of the kernel (``gamma``, ``degree``, ... for named
         kernels; hyperparameters set on a copy of a GP kernel; keyword arguments
-        of a callable).
+        of a callable). ``{"gamma": "median"}`` (rbf, laplacian) asks for a
+        *private* median heuristic: 5 % of ``epsilon`` buys an
+        epsilon-DP median of the pooled pairwise distances (exponential
+        mechanism over a public grid, labels unused), the rest the test; the
+        total charged is still ``(epsilon, delta)``.
     kernel_bound : float, default=None
         Public bound :math:`\kappa \geq k(x, x)` for every possible row. Needed
         for kernels without a known bound; it is checked on the data (a
@@ -291,6 +301,9 @@ class DPMMDTest(BasePrivateTest):
         The private result of the last fit.
     classes_ : ndarray of shape (n_groups,)
         Group labels (sorted); the first one is the "X sample" of MMD.
+    gamma_ : float or None
+        The privately chosen ``gamma`` with ``kernel_params={"gamma": "median"}``
+        (itself a DP release), else None.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -403,18 +416,28 @@ class DPMMDTest(BasePrivateTest):
         kernel = self.__dict__.pop("_resolved_kernel")
         codes = self.__dict__.pop("_codes")
         sizes = np.bincount(codes)
+        noise_epsilon, gamma = float(self.epsilon), None
+        if uses_private_median(self.kernel, self.kernel_params):
+            # labels are not used: the bandwidth is invariant under relabelling
+            eps_bw = MEDIAN_EPSILON_SHARE * float(self.epsilon)
+            noise_epsilon -= eps_bw
+            gamma = private_median_gamma(X, self.kernel, eps_bw, rng)
+            kernel = resolve_kernel(self.kernel, {**self.kernel_params, "gamma": gamma},
+                                    self.kernel_bound, X)
         stats = mmd_permutation_statistics(X, codes, int(self.n_permutations), rng, kernel)
         sensitivity = mmd_sensitivity(sizes, kernel.diameter)
-        return make_result(
+        result = make_result(
             stats, sensitivity, epsilon=self.epsilon, delta=self.delta, alpha=self.alpha,
-            n_samples=X.shape[0], rng=rng,
+            n_samples=X.shape[0], rng=rng, noise_epsilon=noise_epsilon,
             method="dpMMD" if sizes.size == 2 else "dpMMD k-sample",
         )
+        return result, gamma
 
     def _fit_private(self, X, y, rng):
         self.classes_ = self.__dict__.pop("_classes")
-        return self._run(X, rng)
+        result, self.gamma_ = self._run(X, rng)
+        return result
 
     def _score_private(self, X, y, rng):
         self.__dict__.pop("_classes")
-        return -math.log(self._run(X, rng).p_value)
+        return -math.log(self._run(X, rng)[0].p_value)

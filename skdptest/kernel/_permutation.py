@@ -76,9 +76,17 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng):
     return float(noisy[0]), float(p_value), scale
 
 
-def make_result(statistics, sensitivity, *, epsilon, delta, alpha, n_samples, rng, method):
-    """Run :func:`dp_permutation_pvalue` and pack a :class:`PermutationTestResult`."""
-    noisy, p_value, scale = dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng)
+def make_result(statistics, sensitivity, *, epsilon, delta, alpha, n_samples, rng, method,
+                noise_epsilon=None):
+    """Run :func:`dp_permutation_pvalue` and pack a :class:`PermutationTestResult`.
+
+    ``epsilon`` is what the whole fit spent; ``noise_epsilon`` (default
+    ``epsilon``) the part of it given to the permutation release.
+    """
+    if noise_epsilon is None:
+        noise_epsilon = epsilon
+    noisy, p_value, scale = dp_permutation_pvalue(statistics, sensitivity, noise_epsilon, delta,
+                                                  rng)
     return PermutationTestResult(
         statistic=noisy,
         p_value=p_value,

@@ -269,3 +269,15 @@ def test_results_and_attributes_hide_the_raw_statistic():
             assert not math.isclose(v, t0, rel_tol=1e-9)
         assert np.asarray(v, dtype=object).size < 51
     assert not any(k.startswith("_") for k in vars(est))
+
+
+def test_private_median_bandwidths():
+    X, y = data(60)
+    est = DPHSICTest(kernel_params={"gamma": "median"}, y_kernel_params={"gamma": "median"},
+                     epsilon=1.0, random_state=0, n_permutations=99).fit(X, y)
+    assert est.gamma_ > 0 and est.y_gamma_ > 0
+    assert est.result_.noise_scale == pytest.approx(2 * (4 * 59 / 3600) / 0.9)
+    est = DPHSICTest(y_kernel_params={"gamma": "median"}, random_state=0,
+                     n_permutations=9).fit(X, y)
+    assert est.gamma_ is None and est.y_gamma_ > 0
+    assert est.result_.noise_scale == pytest.approx(2 * (4 * 59 / 3600) / 0.95)

@@ -5,9 +5,15 @@ import math
 import numpy as np
 import pytest
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, Matern
-from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances, rbf_kernel
 
-from skdptest.kernel._kernels import check_kernel_spec, resolve_kernel
+from skdptest.kernel._kernels import (
+    MEDIAN_GRID,
+    check_kernel_spec,
+    median_selection_probabilities,
+    private_median_gamma,
+    resolve_kernel,
+)
 
 X = np.random.default_rng(0).uniform(size=(30, 3))
 
@@ -64,7 +70,9 @@ def test_bad_specs():
     with pytest.raises(ValueError, match=r"kernel_params\['gamma'\] must be finite and > 0"):
         check_kernel_spec("rbf", {"gamma": -1.0}, None)
     with pytest.raises(TypeError, match=r"kernel_params\['gamma'\] must be a real"):
-        check_kernel_spec("rbf", {"gamma": "median"}, None)
+        check_kernel_spec("rbf", {"gamma": "mean"}, None)
+    with pytest.raises(ValueError, match="'median' is available for"):
+        check_kernel_spec("poly", {"gamma": "median"}, 1.0)
     with pytest.raises(ValueError, match="kernel_bound must be finite and > 0"):
         check_kernel_spec("rbf", None, 0.0)
     with pytest.raises(TypeError, match="kernel_bound must be None or a real"):
@@ -109,3 +117,33 @@ def test_callable_kernel():
 
     with pytest.raises(ValueError, match="expected"):
         resolve_kernel(bad, None, 1.0, X)
+
+
+def test_private_median_finds_the_median_at_large_epsilon():
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(300, 2)) * 3.0
+    D = euclidean_distances(Z)[np.triu_indices(300, k=1)]
+    gamma = private_median_gamma(Z, "rbf", 1e5, np.random.default_rng(1))
+    step = np.log(MEDIAN_GRID[1] / MEDIAN_GRID[0])
+    assert abs(np.log(1 / math.sqrt(gamma)) - np.log(np.median(D))) <= step
+    D1 = manhattan_distances(Z)[np.triu_indices(300, k=1)]
+    gamma = private_median_gamma(Z, "laplacian", 1e5, np.random.default_rng(1))
+    assert abs(np.log(1 / gamma) - np.log(np.median(D1))) <= step
+
+
+def test_private_median_is_epsilon_dp_on_neighbours():
+    # Probability ratios of the exponential mechanism over replace-one
+    # neighbours never exceed e^epsilon (including a far-away outlier).
+    rng = np.random.default_rng(2)
+    Z = rng.normal(size=(40, 2))
+    eps = 0.8
+    _, p = median_selection_probabilities(Z, "rbf", eps)
+    worst = 0.0
+    for cand in (np.full(2, 1e3), np.zeros(2), rng.normal(size=2) * 5, Z[3]):
+        for i in (0, 7, 39):
+            Z2 = Z.copy()
+            Z2[i] = cand
+            _, p2 = median_selection_probabilities(Z2, "rbf", eps)
+            worst = max(worst, np.max(np.abs(np.log(p) - np.log(p2))))
+    assert worst <= eps + 1e-9
+    assert worst > eps / 4  # the neighbours used are not trivial

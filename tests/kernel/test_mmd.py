@@ -370,3 +370,22 @@ def test_delta_enters_xi():
     res = DPMMDTest(epsilon=0.5, delta=0.3, random_state=0, n_permutations=9).test(Z, y)
     assert res.noise_scale == pytest.approx(2 * (math.sqrt(2) / 40) / (0.5 - math.log(0.7)))
     assert res.delta == 0.3
+
+
+def test_private_median_bandwidth():
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    Z, y = golden_data()
+    budget = PrivacyBudget(10.0)
+    est = DPMMDTest(kernel_params={"gamma": "median"}, epsilon=2.0, budget=budget,
+                    random_state=0, n_permutations=99).fit(Z, y)
+    assert budget.spent[0] == pytest.approx(2.0) and len(budget.ledger) == 1
+    assert est.result_.noise_scale == pytest.approx(2 * (math.sqrt(2) / 40) / (0.95 * 2.0))
+    assert est.result_.epsilon == 2.0
+    assert est.gamma_ > 0
+    # at a huge epsilon the chosen bandwidth is the median distance (grid step 12 %)
+    est = DPMMDTest(kernel_params={"gamma": "median"}, epsilon=1e6, random_state=0,
+                    n_permutations=9).fit(Z, y)
+    med = np.median(euclidean_distances(Z)[np.triu_indices(100, k=1)])
+    assert abs(math.log(1 / math.sqrt(est.gamma_)) - math.log(med)) < 0.12
+    assert DPMMDTest(random_state=0, n_permutations=9).fit(Z, y).gamma_ is None

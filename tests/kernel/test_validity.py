@@ -76,6 +76,23 @@ def test_hsic_type_one_error(kind, epsilon):
     assert LOWER <= rejections <= LIMIT, (rejections, LOWER, LIMIT)
 
 
+def test_private_median_bandwidth_keeps_the_level():
+    # The bandwidth is drawn from the pooled sample (MMD) or from each
+    # marginal (HSIC): invariant under the permutations, so the test stays exact.
+    rng = np.random.default_rng(21)
+    y = np.repeat([0, 1], 30)
+    mmd = DPMMDTest(kernel_params={"gamma": "median"}, n_permutations=99)
+    hsic = DPHSICTest(kernel_params={"gamma": "median"}, y_kernel_params={"gamma": "median"},
+                      n_permutations=99)
+    r_mmd = r_hsic = 0
+    for rep in range(REPS):
+        r_mmd += mmd.set_params(random_state=rep).decision(rng.normal(size=(60, 2)), y)
+        r_hsic += hsic.set_params(random_state=rep).decision(rng.normal(size=(40, 2)),
+                                                             rng.normal(size=40))
+    assert LOWER <= r_mmd <= LIMIT
+    assert LOWER <= r_hsic <= LIMIT
+
+
 def test_power_grows_with_epsilon():
     # Not a validity check: the private tests must still detect a clear
     # effect, and less so under stronger privacy.
