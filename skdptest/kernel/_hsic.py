@@ -27,8 +27,10 @@ __all__ = ["DPHSICTest", "hsic_permutation_statistics", "hsic_sensitivity"]
 _GATHER_ELEMENTS = 2**16
 # The numpy backend uses threads when n^2 * (B + 1) reaches this.
 _THREADS_MIN_WORK = 5e7
-# Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this.
-_NUMBA_MIN_WORK = 2e8
+# Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this
+# (below it, loading the cached kernel, or compiling it once, costs more than
+# it saves).
+_NUMBA_MIN_WORK = 1e9
 
 try:  # optional accelerator; plain numpy is the default-installable path
     import numba as _numba
