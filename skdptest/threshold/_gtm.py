@@ -378,10 +378,19 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
         return float(self.epsilon), 0.0
 
     def _check_data(self, X, y):
+        # Output check before charging, on a public surrogate of the data's shape (zeros):
+        # the private data are not read before the budget is charged. A mechanism that
+        # cannot run on the surrogate is checked during the search instead.
         mechanisms = self._resolved[0]
         probe = np.random.default_rng(0)
+        X0 = np.zeros_like(X)
+        y0 = None if y is None else np.zeros_like(np.asarray(y))
         for i, mech in enumerate(mechanisms):
-            check_outputs(mech.sample(X, y, 1, probe), 1, f"mechanisms[{i}]")
+            try:
+                out = mech.sample(X0, y0, 1, probe)
+            except Exception:  # noqa: BLE001 - the surrogate may be outside its domain
+                continue
+            check_outputs(out, 1, f"mechanisms[{i}]")
 
     # -- computation -------------------------------------------------------------
     def _run(self, X, y, rng):
