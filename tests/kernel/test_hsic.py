@@ -56,7 +56,7 @@ def test_statistics_match_brute_force(monkeypatch, gather):
     np.testing.assert_allclose(s, brute_hsic(X, Y, perms, 0.5, 1.0), rtol=1e-10, atol=1e-14)
 
 
-@pytest.mark.skipif(hsic_mod._numba is None, reason="numba (optional) not installed")
+@pytest.mark.skipif(hsic_mod._load_numba() is None, reason="numba (optional) not installed")
 def test_numba_backend_matches_numpy():  # pragma: no cover - optional
     rng = np.random.default_rng(0)
     K = rbf_kernel(rng.normal(size=(70, 3)))
