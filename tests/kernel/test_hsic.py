@@ -281,3 +281,30 @@ def test_private_median_bandwidths():
                      n_permutations=9).fit(X, y)
     assert est.gamma_ is None and est.y_gamma_ > 0
     assert est.result_.noise_scale == pytest.approx(2 * (4 * 59 / 3600) / 0.95)
+
+
+def test_cyclic_statistics_match_brute_force():
+    X, y = data(37, seed=3)
+    Y = y[:, None]
+    kx, ky = _kernels(X, Y)
+    s = hsic_mod.hsic_cyclic_statistics(X, Y, np.random.default_rng(4), kx, ky, block=5)
+    order = np.random.default_rng(4).permutation(37)
+    Xo, Yo = X[order], Y[order]
+    shifts = [(np.arange(37) + k) % 37 for k in range(37)]
+    np.testing.assert_allclose(s, brute_hsic(Xo, Yo, shifts, 0.5, 1.0), rtol=1e-9, atol=1e-12)
+    # the observed statistic does not depend on the random row order
+    full = hsic_permutation_statistics(X, Y, 1, np.random.default_rng(0), kx, ky)
+    assert s[0] == pytest.approx(full[0], rel=1e-9)
+
+
+def test_cyclic_estimator():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 2))
+    y = X[:, 0] + 0.5 * rng.normal(size=300)
+    budget = PrivacyBudget(1.0)
+    res = DPHSICTest(cyclic=True, budget=budget, random_state=0).test(X, y)
+    assert res.n_permutations == 299 and res.method == "dpHSIC cyclic"
+    assert res.reject and budget.spent[0] == 1.0
+    with pytest.raises(TypeError, match="cyclic must be a bool"):
+        DPHSICTest(cyclic="yes", budget=budget).fit(X, y)
+    assert budget.spent[0] == 1.0

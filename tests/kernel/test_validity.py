@@ -76,6 +76,19 @@ def test_hsic_type_one_error(kind, epsilon):
     assert LOWER <= rejections <= LIMIT, (rejections, LOWER, LIMIT)
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "discrete_ties"])
+def test_hsic_cyclic_type_one_error(kind):
+    rng = np.random.default_rng([30 + SCENARIOS.index(kind)])
+    est = DPHSICTest(cyclic=True, alpha=ALPHA)
+    rejections = 0
+    for rep in range(REPS):
+        X = _null_sample(kind, rng, 60)
+        Y = _null_sample(kind, rng, 60, d=1)
+        rejections += est.set_params(random_state=rep).decision(X, Y)
+    # n = 60 shifts: the level is floor(0.05 * 60) / 60 = 0.05 exactly
+    assert LOWER <= rejections <= LIMIT, (rejections, LOWER, LIMIT)
+
+
 def test_private_median_bandwidth_keeps_the_level():
     # The bandwidth is drawn from the pooled sample (MMD) or from each
     # marginal (HSIC): invariant under the permutations, so the test stays exact.
