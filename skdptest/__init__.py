@@ -2,7 +2,13 @@
 
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
 from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
-from .evalue import OptimalRate, PrivateEProcess, PrivateEValueTest, optimal_rate
+from .evalue import (
+    OptimalRate,
+    PrivateEProcess,
+    PrivateEValueTest,
+    expected_log_e_value,
+    optimal_rate,
+)
 from .kernel import DPHSICTest, DPMMDTest
 from .threshold import GeneralizedThresholdMechanism
 
@@ -23,5 +29,6 @@ __all__ = [
     "PrivateEProcess",
     "PrivateEValueTest",
     "ThresholdResult",
+    "expected_log_e_value",
     "optimal_rate",
 ]

@@ -1,7 +1,13 @@
 """Private e-values and e-processes for simple hypotheses."""
 
 from ._eprocess import PrivateEProcess
-from ._evalue import PrivateEValueTest
+from ._evalue import PrivateEValueTest, expected_log_e_value
 from ._optimal import OptimalRate, optimal_rate
 
-__all__ = ["OptimalRate", "PrivateEProcess", "PrivateEValueTest", "optimal_rate"]
+__all__ = [
+    "OptimalRate",
+    "PrivateEProcess",
+    "PrivateEValueTest",
+    "expected_log_e_value",
+    "optimal_rate",
+]

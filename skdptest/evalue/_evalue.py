@@ -11,13 +11,13 @@ from scipy import stats
 
 from .._base import BasePrivateTest
 from .._results import EValueResult
-from .._validation import check_alpha, check_epsilon, check_real
+from .._validation import check_alpha, check_epsilon, check_int, check_real
 from ._exact import binary_exact
 from ._laws import check_law, make_laws
-from ._merge import choose_bet, release
+from ._merge import choose_bet, expected_log_release, release
 from ._optimal import optimal_statistic, tslr_statistic
 
-__all__ = ["PrivateEValueTest"]
+__all__ = ["PrivateEValueTest", "expected_log_e_value"]
 
 _STATISTICS = ("optimal", "tslr", "exact")
 
@@ -275,3 +275,47 @@ class PrivateEValueTest(BasePrivateTest):
             Released log e-value, in nats.
         """
         return super().score(X, y)
+
+
+def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="optimal",
+                         bet="auto"):
+    """Expected released log e-value under the alternative: power planning at no cost.
+
+    Computes E_Q[log E] of :class:`PrivateEValueTest` with these parameters from the
+    public laws alone (no data, nothing charged), so ε and n can be chosen before any
+    private data are touched.
+
+    Parameters
+    ----------
+    null, alternative : frozen scipy.stats distributions
+        As in :class:`PrivateEValueTest`.
+    n_samples : int
+        Number of rows, >= 1.
+    epsilon : float
+        Privacy parameter, > 0.
+    statistic : {"optimal", "tslr"}, default="optimal"
+        Per-row statistic.
+    bet : "auto" or float, default="auto"
+        Merging bet.
+
+    Returns
+    -------
+    log_e : float
+        n E_Q[log(1 − λ + λE)] + log(1 − b²), in nats (exact for the laws with an
+        exact model, Monte Carlo planning otherwise). Compare it with log(1/α).
+
+    Examples
+    --------
+    >>> from scipy import stats
+    >>> from skdptest import expected_log_e_value
+    >>> round(expected_log_e_value(stats.bernoulli(0.3), stats.bernoulli(0.7), 1000, 1.0), 1)
+    278.9
+    """
+    est = PrivateEValueTest(null, alternative, epsilon=epsilon, statistic=statistic, bet=bet)
+    epsilon = check_statistic_params(est, statistics=("optimal", "tslr"))
+    n_samples = check_int(n_samples, "n_samples", low=1)
+    if null is None:
+        raise ValueError("null and alternative must be given.")
+    laws, stat = resolve_statistic(est, make_laws(null, alternative).n_features, epsilon)
+    lam = resolve_bet(est, laws, stat, n_samples, epsilon)
+    return float(expected_log_release(laws, stat, lam, n_samples, epsilon))

@@ -396,3 +396,26 @@ def test_exact_statistic_refused_for_non_binary_laws_without_charge():
         PrivateEValueTest(stats.binom(4, 0.3), stats.binom(4, 0.5), statistic="exact",
                           budget=budget).fit(np.zeros((3, 1)))
     assert budget.ledger == []
+
+
+# ---------------------------------------------------------------- power planning
+def test_expected_log_e_value_matches_monte_carlo_and_charges_nothing():
+    null, alt = _bern(0.6)
+    planned = __import__("skdptest").expected_log_e_value(null, alt, 200, 1.0)
+    logs, _ = _release_draws(null, alt, lambda rng, n: rng.binomial(1, 0.6, size=(n, 1)),
+                             n=200, reps=1500, seed=12, epsilon=1.0)
+    se = logs.std(ddof=1) / math.sqrt(logs.size)
+    assert abs(logs.mean() - planned) <= 4 * se
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(n_samples=0), ValueError, "n_samples must be >= 1"),
+    (dict(epsilon=0.0), ValueError, "epsilon must be > 0"),
+    (dict(statistic="exact"), ValueError, "statistic must be one of"),
+])
+def test_expected_log_e_value_bad_input(kwargs, exc, match):
+    from skdptest import expected_log_e_value
+
+    params = {"n_samples": 10, "epsilon": 1.0, **kwargs}
+    with pytest.raises(exc, match=match):
+        expected_log_e_value(*_bern(0.6), **params)
