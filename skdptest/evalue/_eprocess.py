@@ -11,8 +11,9 @@ from sklearn.utils.validation import check_is_fitted
 from .._base import BasePrivateTest
 from .._results import EProcessResult
 from .._validation import check_alpha, check_generator, check_int, check_real
-from ._evalue import _cached, check_statistic_params, default_laws
-from ._exact import binary_exact
+from ._cache import _cached
+from ._evalue import check_statistic_params, default_laws
+from ._exact import binary_exact, exact_model
 from ._laws import make_laws
 from ._merge import choose_bet, release
 from ._optimal import optimal_statistic, tslr_statistic
@@ -39,12 +40,16 @@ class _Plan:
                 f"{self.laws.n_features}."
             )
         self.two_sided = est.beta is not None
-        self.exact = binary_exact(self.laws) if est.statistic in ("auto", "exact") else None
-        if est.statistic == "exact" and self.exact is None:
-            raise ValueError(
-                "statistic='exact' is available for laws on two points (e.g. Bernoulli) "
-                "with 0 < P(x1), Q(x1) < 1; use statistic='optimal' or 'tslr'."
-            )
+        if est.statistic == "exact":
+            self.exact = exact_model(self.laws, epsilon)
+            if self.exact is None:
+                raise ValueError(
+                    "statistic='exact' needs an exact model of the laws (finite discrete, "
+                    "Gaussian location family or univariate continuous); use "
+                    "statistic='optimal' or 'tslr'."
+                )
+        else:  # "auto": the exact statistic where it is cheap (two-point laws)
+            self.exact = binary_exact(self.laws) if est.statistic == "auto" else None
         self.epsilon = epsilon
         # Two-sided merged mode splits ε between the two directions (sequential
         # composition within a batch); the exact mode serves both from one release.
@@ -92,8 +97,7 @@ class _Plan:
         """Released log e-values of one batch: (against P, against Q or None)."""
         n = Xb.shape[0]
         if self.exact is not None:
-            y = self.exact.release(self.exact.count(Xb), self.epsilon, rng)
-            ell = float(self.exact.log_lr(y, n, self.epsilon)[0])
+            ell = self.exact.batch_log_e(Xb, self.epsilon, rng)
             return ell, (-ell if self.two_sided else None)
         L = self.laws.log_ratio(Xb)
         log_p, _ = release(self.stat.log_e(L), self.stat, self.bet(self.laws, self.stat, n),

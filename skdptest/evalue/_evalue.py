@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from numbers import Real
 
 import numpy as np
@@ -12,7 +11,8 @@ from scipy import stats
 from .._base import BasePrivateTest
 from .._results import EValueResult
 from .._validation import check_alpha, check_epsilon, check_int, check_real
-from ._exact import binary_exact
+from ._cache import _cached
+from ._exact import exact_model
 from ._laws import check_law, make_laws
 from ._merge import choose_bet, expected_log_release, release
 from ._optimal import optimal_statistic, tslr_statistic
@@ -54,27 +54,6 @@ def check_statistic_params(est, statistics=_STATISTICS, bet=True):
     return epsilon
 
 
-_PLANS = OrderedDict()  # public planning computations, reused across fits
-_PLANS_MAX = 64
-
-
-def _cached(key, anchors, compute):
-    """Memoise a public computation keyed on the identity of the law objects.
-
-    ``anchors`` (the law objects) are stored with the value, so an id is never
-    reused while its entry lives.
-    """
-    hit = _PLANS.get(key)
-    if hit is not None and all(a is b for a, b in zip(hit[0], anchors, strict=True)):
-        _PLANS.move_to_end(key)
-        return hit[1]
-    value = compute()
-    _PLANS[key] = (anchors, value)
-    while len(_PLANS) > _PLANS_MAX:
-        _PLANS.popitem(last=False)
-    return value
-
-
 def resolve_statistic(est, n_features, epsilon):
     """The laws and the per-row statistic of an e-value estimator, for ``n_features``."""
 
@@ -91,11 +70,12 @@ def resolve_statistic(est, n_features, epsilon):
         if est.statistic == "optimal":
             return laws, optimal_statistic(laws, epsilon)[0]
         if est.statistic == "exact":
-            exact = binary_exact(laws)
+            exact = exact_model(laws, epsilon)
             if exact is None:
                 raise ValueError(
-                    "statistic='exact' is available for laws on two points (e.g. Bernoulli) "
-                    "with 0 < P(x1), Q(x1) < 1; use statistic='optimal' or 'tslr'."
+                    "statistic='exact' needs an exact model of the laws (finite discrete, "
+                    "Gaussian location family or univariate continuous); use "
+                    "statistic='tslr' for these laws."
                 )
             return laws, exact
         return laws, tslr_statistic(laws, epsilon)
@@ -235,8 +215,7 @@ class PrivateEValueTest(BasePrivateTest):
         laws, stat = resolve_statistic(self, X.shape[1], epsilon)
         n = X.shape[0]
         if stat.name == "exact":
-            y = stat.release(stat.count(X), epsilon, rng)
-            return float(stat.log_lr(y, n, epsilon)[0]), None, 1.0 / epsilon, stat.name
+            return stat.batch_log_e(X, epsilon, rng), None, stat.noise_scale(n, epsilon), "exact"
         bet = resolve_bet(self, laws, stat, n, epsilon)
         log_e, scale = release(stat.log_e(laws.log_ratio(X)), stat, bet, epsilon, rng)
         return log_e, bet, scale, stat.name

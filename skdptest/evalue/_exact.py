@@ -22,7 +22,23 @@ from scipy import special, stats
 from .._noise import laplace
 from ._laws import _DiscreteLaws
 
-__all__ = ["BinaryExact", "binary_exact"]
+__all__ = ["BinaryExact", "binary_exact", "exact_model"]
+
+
+def exact_model(laws, epsilon):
+    """The exact post-processing model of a pair of laws, or ``None``.
+
+    Two-point laws: the noisy count (:class:`BinaryExact`). Other laws with an
+    exact model: the quantised optimal statistic (:class:`LatticeExact`).
+    """
+    binary = binary_exact(laws)
+    if binary is not None:
+        return binary
+    if laws.exact:
+        from ._lattice import LatticeExact
+
+        return LatticeExact(laws, epsilon)
+    return None
 
 
 def binary_exact(laws):
@@ -70,6 +86,15 @@ class BinaryExact:
             terms = log_pmf[None, :] - epsilon * np.abs(yb[:, None] - k[None, :])
             out[start:start + block] = special.logsumexp(terms, axis=1)
         return out + math.log(epsilon / 2.0)
+
+    def noise_scale(self, n, epsilon):
+        """Laplace scale of the release, in counts."""
+        return 1.0 / epsilon
+
+    def batch_log_e(self, X, epsilon, rng):
+        """Release one batch and return its log e-value against P."""
+        y = self.release(self.count(X), epsilon, rng)
+        return float(self.log_lr(y, X.shape[0], epsilon)[0])
 
     def log_lr(self, y, n, epsilon):
         """log f_Q(y) − log f_P(y): the log e-value against P of the release y."""

@@ -300,10 +300,11 @@ def test_bad_rows_mid_stream_are_rejected_and_the_stream_goes_on():
     assert proc.test().n_samples_used == 20
 
 
-def test_exact_refused_for_non_binary_laws():
-    with pytest.raises(ValueError, match="two points"):
-        PrivateEProcess(stats.binom(3, 0.3), stats.binom(3, 0.5), statistic="exact").fit(
-            np.zeros((4, 1)))
+def test_exact_refused_without_exact_model():
+    null = stats.multivariate_normal(np.zeros(2), np.eye(2))
+    alt = stats.multivariate_normal(np.ones(2), 2 * np.eye(2))
+    with pytest.raises(ValueError, match="exact model of the laws"):
+        PrivateEProcess(null, alt, statistic="exact").fit(np.zeros((4, 2)))
 
 
 def test_gaussian_stream_rejects_under_alternative():

@@ -390,11 +390,12 @@ def test_exact_statistic_monte_carlo_validity_and_power():
     assert e.mean() <= 1 + 4 * e.std(ddof=1) / math.sqrt(e.size)
 
 
-def test_exact_statistic_refused_for_non_binary_laws_without_charge():
+def test_exact_statistic_refused_without_exact_model_and_without_charge():
     budget = PrivacyBudget(5.0)
-    with pytest.raises(ValueError, match="two points"):
-        PrivateEValueTest(stats.binom(4, 0.3), stats.binom(4, 0.5), statistic="exact",
-                          budget=budget).fit(np.zeros((3, 1)))
+    null = stats.multivariate_normal(np.zeros(2), np.eye(2))
+    alt = stats.multivariate_normal(np.ones(2), 2 * np.eye(2))
+    with pytest.raises(ValueError, match="exact model of the laws"):
+        PrivateEValueTest(null, alt, statistic="exact", budget=budget).fit(np.zeros((3, 2)))
     assert budget.ledger == []
 
 

@@ -1,0 +1,161 @@
+"""Exact post-processing for general laws: quantised optimal statistic + geometric noise."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import skdptest.evalue._lattice as lattice_module
+from skdptest import PrivacyBudget, PrivateEProcess, PrivateEValueTest, expected_log_e_value
+from skdptest.evalue._lattice import LatticeExact
+from skdptest.evalue._laws import make_laws
+
+
+def _geometric_pmf(z, rate):
+    """Two-sided geometric law P(Z = z) = tanh(rate/2) exp(-rate |z|), written out."""
+    a = math.exp(-rate)
+    return (1 - a) / (1 + a) * np.exp(-rate * np.abs(z))
+
+
+def _validity_sum(model, law_p, n, rate):
+    """Σ_y f_P(y) E(y) with f_P built from an independent law of T."""
+    t = np.arange(law_p.size)
+    ys = np.arange(-int(60 / rate), law_p.size + int(60 / rate))
+    f_p = np.array([np.dot(law_p, _geometric_pmf(y - t, rate)) for y in ys])
+    return float(np.sum(f_p * np.exp(model.log_lr(ys, n))))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_validity_discrete_by_enumeration(n):
+    null, alt = stats.binom(3, 0.3), stats.binom(3, 0.6)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    support = np.arange(4)
+    g = model.cells(alt.logpmf(support) - null.logpmf(support), n)
+    law = np.zeros(n * model.steps(n) + 1)
+    for rows in itertools.product(support, repeat=n):  # every dataset of n rows
+        law[g[list(rows)].sum()] += np.prod(null.pmf(np.array(rows)))
+    total = _validity_sum(model, law, n, model.noise_rate(n))
+    assert total <= 1.0 + 1e-12
+    assert total == pytest.approx(1.0, abs=1e-8)
+
+
+def test_gaussian_cell_masses_match_independent_normal_cdfs():
+    mu = 0.5
+    null, alt = stats.norm(0, 1), stats.norm(mu, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    n = 10
+    steps, lo, h = model._grid(n)
+    shift = -float(model.stat.log_e(np.array([0.0]))[0])
+    # L(x) = mu x - mu^2/2: the cell edges in x
+    x_edges = (lo + (np.arange(steps) + 0.5) * h + shift + mu**2 / 2) / mu
+    p_ind = np.diff(np.concatenate([[0.0], null.cdf(x_edges), [1.0]]))
+    q_ind = np.diff(np.concatenate([[0.0], alt.cdf(x_edges), [1.0]]))
+    p, q = model.cell_masses(n)
+    np.testing.assert_allclose(p, p_ind, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(q, q_ind, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_validity_gaussian_with_independent_law_of_the_sum(n):
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    p, _ = model.cell_masses(n)
+    law = np.array([1.0])
+    for _ in range(n):
+        law = np.convolve(law, p)
+    total = _validity_sum(model, law, n, model.noise_rate(n))
+    assert total <= 1.0 + 1e-12
+    assert total == pytest.approx(1.0, abs=1e-8)
+
+
+def test_monte_carlo_validity_gaussian():
+    null, alt = stats.norm(0, 1), stats.norm(0.4, 1)
+    rng = np.random.default_rng(0)
+    est = PrivateEValueTest(null, alt, statistic="exact", random_state=rng)
+    e = np.array([math.exp(est.fit(rng.normal(size=(30, 1))).result_.log_e_value)
+                  for _ in range(3000)])
+    assert e.mean() <= 1 + 4 * e.std(ddof=1) / math.sqrt(e.size)
+
+
+def _release_law(model, count, n, rate, ys):
+    return _geometric_pmf(ys - count, rate)
+
+
+def test_privacy_exact_output_ratio_on_adversarial_rows():
+    """The release is discrete: compare its exact law on neighbouring datasets."""
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    n = 20
+    X = np.random.default_rng(1).normal(size=(n, 1))
+    worst = 0.0
+    ys = np.arange(-400, 800)
+    for v in (-50.0, 0.0, 50.0):
+        for w in (-50.0, 0.0, 50.0):
+            D, D2 = X.copy(), X.copy()
+            D[0, 0], D2[0, 0] = v, w
+            t1, t2 = model.count(D), model.count(D2)
+            rate = model.noise_rate(n)
+            ratio = np.log(_release_law(model, t1, n, rate, ys)) - np.log(
+                _release_law(model, t2, n, rate, ys))
+            worst = max(worst, float(np.max(np.abs(ratio))))
+    assert worst == pytest.approx(1.0, abs=1e-9)  # attained by the extreme rows
+
+
+def test_noise_draws_follow_the_geometric_law_and_halved_noise_is_caught(monkeypatch):
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    n, rng = 20, np.random.default_rng(2)
+    z = np.array([model.release(0, 1.0, rng, n) for _ in range(20000)])
+    rate = model.noise_rate(n)
+    values = np.arange(-60, 61)
+    expected = _geometric_pmf(values, rate) * z.size
+    observed = np.array([(z == v).sum() for v in values])
+    chi2 = float(np.sum((observed - expected) ** 2 / expected))
+    assert chi2 < stats.chi2.ppf(1 - 1e-4, values.size - 1)
+    monkeypatch.setattr(LatticeExact, "noise_rate", lambda self, n: 2 * rate)
+    z2 = np.array([model.release(0, 1.0, rng, n) for _ in range(20000)])
+    observed2 = np.array([(z2 == v).sum() for v in values])
+    chi2_2 = float(np.sum((observed2 - expected) ** 2 / expected))
+    assert chi2_2 > stats.chi2.ppf(1 - 1e-4, values.size - 1)
+
+
+def test_exact_beats_the_merged_statistic_in_expectation():
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    n = 400
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    log_p, log_q = model.log_laws(n)
+    rate = model.noise_rate(n)
+    ys = np.arange(-int(40 / rate), log_p.size + int(40 / rate))
+    lq = model.log_density(ys, log_q, n)
+    power = float(np.sum(np.exp(lq) * model.log_lr(ys, n)))
+    assert power > expected_log_e_value(null, alt, n, 1.0)
+
+
+def test_lattice_is_kept_small_for_large_batches():
+    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
+    assert model.steps(100) == 16 and model.steps(10_000) == 3
+    assert model.steps(10**6) == 1
+
+
+def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    budget = PrivacyBudget(201.0)
+    proc = PrivateEProcess(null, alt, statistic="exact", alpha=0.1, max_samples=300,
+                           budget=budget, random_state=np.random.default_rng(3))
+    rng = np.random.default_rng(4)
+    rejections = sum(proc.fit(rng.normal(size=(300, 1))).decision() == "reject"
+                     for _ in range(200))
+    assert rejections <= stats.binom.ppf(1 - 1e-3, 200, 0.1)
+    assert len(budget.ledger) == 200
+    assert proc.fit(rng.normal(0.5, 1, size=(300, 1))).decision() == "reject"
+
+
+def test_guard_keeps_the_null_density_conservative(monkeypatch):
+    monkeypatch.setattr(lattice_module, "_REL_GUARD", 0.5)
+    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
+    log_p, log_q = model.log_laws(5)
+    y = np.array([10.0])
+    raw = model.log_density(y, log_q, 5) - model.log_density(y, log_p, 5)
+    assert model.log_lr(y, 5)[0] < raw[0]
