@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from ._cache import _cached
 from ._laws import _DiscreteLaws
@@ -36,6 +36,7 @@ _MAX_LATTICE = 40_000
 # convolutions (sums of non-negative terms) and mass lost below the float range.
 _REL_GUARD = 1e-9
 _TINY = 1e-300
+_NORMAL = 1e-250  # values of a tilted law trusted to full relative precision
 
 
 class LatticeExact:
@@ -92,10 +93,11 @@ class LatticeExact:
         q = np.diff(np.concatenate([[0.0], cdf_q, [1.0]]))
         return np.clip(p, 0, None), np.clip(q, 0, None)
 
-    def _log_law_of_sum(self, masses, n):
-        """log P(T = t), t = 0..n*steps, by repeated squaring with renormalisation."""
+    @staticmethod
+    def _power(w, n):
+        """n-fold convolution of a pmf ``w`` (max 1 after each product) and its log scale."""
         out, out_log = np.array([1.0]), 0.0
-        base, base_log = masses / masses.max(), math.log(masses.max())
+        base, base_log = w / w.max(), math.log(w.max())
         while n:
             if n & 1:
                 out = np.convolve(out, base)
@@ -106,14 +108,69 @@ class LatticeExact:
                 base = np.convolve(base, base)
                 base_log = 2 * base_log + math.log(base.max())
                 base /= base.max()
+        return out, out_log
+
+    def _log_law_of_sum(self, masses, n, n_tilts=24):
+        """log P(T = t), t = 0..n*steps, accurate far into the tails.
+
+        Exponential tilting: P(T = t) = M(θ)^n e^{−θt} P_θ(T = t), where P_θ is the
+        law of the sum under the tilted cell law p_θ(j) ∝ p(j) e^{θj}. Each t takes
+        its value from the tilt whose mean is nearest, where the direct convolution
+        of P_θ is accurate. Returns (log law, log bound of any value lost to
+        underflow, or -inf).
+        """
+        j = np.arange(masses.size)
         with np.errstate(divide="ignore"):
-            return np.log(out) + out_log
+            logm = np.log(masses)
+        support = j[masses > 0]
+        t = np.arange(n * (masses.size - 1) + 1)
+        best = np.full(t.size, -np.inf)
+        bound = np.full(t.size, np.inf)
+        if support[0] == support[-1]:
+            best[n * support[0]] = 0.0
+            return best, np.full(t.size, -np.inf)
+        dist = np.full(t.size, np.inf)
+        margin = 0.5 / n
+        for target in np.linspace(support[0] + margin, support[-1] - margin, n_tilts):
+            theta = self._tilt(logm, j, target)
+            logw = logm + theta * j
+            log_mgf = special.logsumexp(logw)
+            law, law_log = self._power(np.exp(logw - log_mgf), n)
+            offset = law_log + n * log_mgf - theta * t
+            # a tilt is trusted where its value is a normal float (full relative
+            # precision); among trusted tilts the nearest one is kept
+            d = np.where(law >= _NORMAL, np.abs(t - n * target), np.inf)
+            take = d < dist
+            dist[take] = d[take]
+            best[take] = np.log(law[take]) + offset[take]
+            # where this tilt is not trusted, the value is below _NORMAL relative to its
+            # scale: a valid bound; the smallest over tilts is kept
+            low = law < _NORMAL
+            bound[low] = np.minimum(bound[low], math.log(_NORMAL) + offset[low])
+        bound[np.isfinite(dist)] = -np.inf
+        return best, bound
+
+    @staticmethod
+    def _tilt(logm, j, target):
+        """θ with mean of p_θ equal to ``target`` (monotone in θ)."""
+        def gap(theta):
+            logw = logm + theta * j
+            return float(np.dot(np.exp(logw - special.logsumexp(logw)), j)) - target
+
+        lo, hi = -1.0, 1.0
+        while gap(lo) > 0 and lo > -1e4:
+            lo *= 2
+        while gap(hi) < 0 and hi < 1e4:
+            hi *= 2
+        return optimize.brentq(gap, lo, hi, xtol=1e-12)
 
     def log_laws(self, n):
-        """Cached (log f_T under P, log f_T under Q) for batches of n rows."""
+        """Cached log laws of T under P and Q, and the underflow bound under P."""
         def compute():
             p, q = self.cell_masses(n)
-            return self._log_law_of_sum(p, n), self._log_law_of_sum(q, n)
+            log_p, bound_p = self._log_law_of_sum(p, n)
+            log_q, _ = self._log_law_of_sum(q, n)
+            return log_p, log_q, bound_p
 
         return _cached(("lattice", id(self), n), (self,), compute)
 
@@ -144,18 +201,31 @@ class LatticeExact:
         return float(self.log_lr(y, n)[0])
 
     def log_density(self, y, log_law, n):
+        """log f(y) of the release, vectorised over y (in blocks, bounded memory)."""
         rate = self.noise_rate(n)
         t = np.arange(log_law.size)
         y = np.atleast_1d(np.asarray(y, dtype=float))
-        terms = log_law[None, :] - rate * np.abs(y[:, None] - t[None, :])
-        return special.logsumexp(terms, axis=1) + math.log(math.tanh(rate / 2))
+        out = np.empty(y.shape)
+        block = max(1, 4_000_000 // log_law.size)
+        for start in range(0, y.size, block):
+            yb = y[start:start + block]
+            terms = log_law[None, :] - rate * np.abs(yb[:, None] - t[None, :])
+            out[start:start + block] = special.logsumexp(terms, axis=1)
+        return out + math.log(math.tanh(rate / 2))
 
     def log_lr(self, y, n, epsilon=None):
-        """log f_Q(y) − log f_P(y), with a conservative guard on the null density."""
+        """log f_Q(y) − log f_P(y), with a conservative guard on the null density.
+
+        The null density is inflated by a relative 1e-9 (rounding of the direct
+        convolutions) plus the largest value any underflowed term could have had, so
+        it is never underestimated; the numerator is deflated by 1e-9.
+        """
+        y = np.atleast_1d(np.asarray(y, dtype=float))
         if self._grid(n)[2] == 0:
-            return np.zeros(np.shape(np.atleast_1d(y)))
-        log_p, log_q = self.log_laws(n)
-        lp = self.log_density(y, log_p, n)
-        lq = self.log_density(y, log_q, n)
-        guard = math.log(log_p.size * _TINY) + float(np.max(log_p))
-        return (lq + math.log1p(-_REL_GUARD)) - np.logaddexp(lp + math.log1p(_REL_GUARD), guard)
+            return np.zeros(y.shape)
+        log_p, log_q, bound_p = self.log_laws(n)
+        lp = self.log_density(y, log_p, n) + math.log1p(_REL_GUARD)
+        if np.isfinite(bound_p).any():
+            lp = np.logaddexp(lp, self.log_density(y, bound_p, n))
+        lq = self.log_density(y, log_q, n) + math.log1p(-_REL_GUARD)
+        return lq - lp

@@ -125,7 +125,7 @@ def test_exact_beats_the_merged_statistic_in_expectation():
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     n = 400
     model = LatticeExact(make_laws(null, alt), 1.0)
-    log_p, log_q = model.log_laws(n)
+    log_p, log_q, _ = model.log_laws(n)
     rate = model.noise_rate(n)
     ys = np.arange(-int(40 / rate), log_p.size + int(40 / rate))
     lq = model.log_density(ys, log_q, n)
@@ -155,7 +155,33 @@ def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
 def test_guard_keeps_the_null_density_conservative(monkeypatch):
     monkeypatch.setattr(lattice_module, "_REL_GUARD", 0.5)
     model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
-    log_p, log_q = model.log_laws(5)
+    log_p, log_q, _ = model.log_laws(5)
     y = np.array([10.0])
     raw = model.log_density(y, log_q, 5) - model.log_density(y, log_p, 5)
     assert model.log_lr(y, 5)[0] < raw[0]
+
+
+def test_tilted_law_of_the_sum_is_accurate_far_in_the_tails():
+    """Two cells {0, 1}: T is Binomial(n, p); compare with scipy's logpmf down to e^-3000."""
+    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
+    n, p = 5000, 0.3
+    log_law, bound = model._log_law_of_sum(np.array([1 - p, p]), n)
+    k = np.array([0, 1, 100, 1500, 3000, 4500, 5000])
+    exact = stats.binom.logpmf(k, n, p)
+    assert exact.min() < -3000
+    np.testing.assert_allclose(log_law[k], exact, rtol=1e-9, atol=1e-8)
+    assert not np.isfinite(bound).any()
+
+
+def test_exact_keeps_its_power_at_large_n():
+    """Large n: the null density of a typical release under Q is ~e^-2800, far below the
+    float range relative to its mode; tilting keeps the likelihood ratio exact there."""
+    null, alt = stats.bernoulli(0.3), stats.bernoulli(0.7)
+    laws = make_laws(null, alt)
+    model = LatticeExact(laws, 1.0)
+    n = 10000
+    X = np.random.default_rng(5).binomial(1, 0.7, size=(n, 1))
+    log_e = model.batch_log_e(X, 1.0, np.random.default_rng(6))
+    rate = optimal_rate_value = 0.2842647781563705
+    assert log_e > 0.9 * n * optimal_rate_value
+    assert rate > 0
