@@ -9,7 +9,6 @@ from scipy import sparse
 from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
-from .._validation import check_alpha, check_delta, check_epsilon, check_int
 from ._kernels import (
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
@@ -17,7 +16,7 @@ from ._kernels import (
     resolve_kernel,
     uses_private_median,
 )
-from ._permutation import make_result
+from ._permutation import check_permutation_params, make_result
 
 __all__ = ["DPMMDTest", "mmd_permutation_statistics", "mmd_sensitivity"]
 
@@ -390,10 +389,7 @@ class DPMMDTest(BasePrivateTest):
         self.random_state = random_state
 
     def _check_params(self):
-        check_epsilon(self.epsilon)
-        check_delta(self.delta)
-        check_alpha(self.alpha)
-        check_int(self.n_permutations, "n_permutations", low=1)
+        check_permutation_params(self)
         check_kernel_spec(self.kernel, self.kernel_params, self.kernel_bound)
 
     def _privacy_cost(self):

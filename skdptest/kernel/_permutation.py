@@ -28,8 +28,15 @@ import numpy as np
 
 from .._noise import laplace
 from .._results import PermutationTestResult
+from .._validation import check_alpha, check_delta, check_epsilon, check_int
 
-__all__ = ["dp_permutation_pvalue", "laplace_scale", "make_result", "privacy_xi"]
+__all__ = [
+    "check_permutation_params",
+    "dp_permutation_pvalue",
+    "laplace_scale",
+    "make_result",
+    "privacy_xi",
+]
 
 
 def privacy_xi(epsilon, delta):
@@ -100,3 +107,11 @@ def make_result(statistics, sensitivity, *, epsilon, delta, alpha, n_samples, rn
         noise_scale=float(scale),
         method=method,
     )
+
+
+def check_permutation_params(est):
+    """Validate the parameters shared by the DP permutation tests."""
+    check_epsilon(est.epsilon)
+    check_delta(est.delta)
+    check_alpha(est.alpha)
+    check_int(est.n_permutations, "n_permutations", low=1)
