@@ -191,8 +191,9 @@ class LatticeExact:
         return float(count + int(rng.geometric(p)) - int(rng.geometric(p)))
 
     def noise_scale(self, n, epsilon=None):
-        """Scale 1/rate of the geometric noise, in lattice units."""
-        return 1.0 / self.noise_rate(n)
+        """Scale 1/rate of the geometric noise, in lattice units (0: constant statistic,
+        released without noise)."""
+        return 0.0 if self._grid(n)[2] == 0 else 1.0 / self.noise_rate(n)
 
     def batch_log_e(self, X, epsilon, rng):
         """Release one batch and return its log e-value against P."""

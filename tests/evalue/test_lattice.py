@@ -185,3 +185,12 @@ def test_exact_keeps_its_power_at_large_n():
     rate = optimal_rate_value = 0.2842647781563705
     assert log_e > 0.9 * n * optimal_rate_value
     assert rate > 0
+
+
+def test_constant_statistic_releases_nothing():
+    """Q differs from P only outside P's support: on the data domain E* is constant, the
+    e-value is 1 and no noise is needed (nothing about the data is released)."""
+    est = PrivateEValueTest(stats.randint(0, 3), stats.randint(0, 4), statistic="exact",
+                            random_state=0)
+    r = est.fit(np.array([[0], [1], [2]])).result_
+    assert (r.log_e_value, r.noise_scale) == (0.0, 0.0)
