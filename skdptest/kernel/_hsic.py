@@ -126,27 +126,34 @@ def _get_numba_kernel():  # pragma: no cover - needs numba
             # Blocks of 4 permutations share each row of Kc. The needed row of
             # L is first copied (a sequential stream) into a cache-resident
             # buffer, then gathered: random reads straight from L are
-            # latency-bound (about 1.5x slower at n = 4000). Only the lower
-            # triangle j < i is gathered (both matrices are symmetric).
+            # latency-bound (about 1.5x slower at n = 4000), except for the
+            # first rows, which gather so few entries that the copy costs more.
+            # Only the lower triangle j < i is gathered (both matrices are
+            # symmetric). int32 indices keep the permutation row in L1 with
+            # the buffer.
             n_perm, n = perms.shape
             out = np.zeros(n_perm)
             n_blocks = (n_perm + 3) // 4
+            direct = n // 16
             for blk in prange(n_blocks):
                 b0 = 4 * blk
                 b1 = min(b0 + 4, n_perm)
-                buf = np.empty((4, n))
+                buf = np.empty(n)
                 for i in range(n):
                     Ki = Kc[i]
                     for b in range(b0, b1):
                         p = perms[b]
                         row = L[p[i]]
-                        bb = buf[b - b0]
-                        for j in range(n):
-                            bb[j] = row[j]
                         s = 0.0
-                        for j in range(i):
-                            s += Ki[j] * bb[p[j]]
-                        out[b] += 2.0 * s + Ki[i] * bb[p[i]]
+                        if i < direct:
+                            for j in range(i):
+                                s += Ki[j] * row[p[j]]
+                        else:
+                            for j in range(n):
+                                buf[j] = row[j]
+                            for j in range(i):
+                                s += Ki[j] * buf[p[j]]
+                        out[b] += 2.0 * s + Ki[i] * row[p[i]]
             return out
 
         _numba_kernel = traces
@@ -178,7 +185,7 @@ def permutation_traces(Kc, L, perms, backend="auto"):
     backend = _resolve_backend(backend, work)
     if backend == "numba":  # pragma: no cover - needs numba
         return _get_numba_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
-                                   np.ascontiguousarray(perms))
+                                   np.ascontiguousarray(perms, dtype=np.int32))
     n_threads = min(os.cpu_count() or 1, 8) if work >= _THREADS_MIN_WORK else 1
     if n_threads == 1:
         return _traces_numpy(Kc, L, perms)
