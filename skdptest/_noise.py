@@ -13,6 +13,7 @@ __all__ = [
     "exponential",
     "poisson",
     "randomized_response",
+    "two_sided_geometric",
 ]
 
 
@@ -35,6 +36,18 @@ def exponential(rng, mean, size=None):
     if not mean > 0:
         raise ValueError(f"exponential mean must be > 0, got {mean}.")
     return rng.exponential(mean, size=size)
+
+
+def two_sided_geometric(rng, rate, size=None):
+    """Discrete Laplace noise: P(Z = z) = tanh(rate/2) exp(−rate |z|) on the integers.
+
+    Drawn as the difference of two geometric variables. ε-DP for an integer
+    statistic of sensitivity Δ when ``rate = ε / Δ``.
+    """
+    if not rate > 0:
+        raise ValueError(f"two-sided geometric rate must be > 0, got {rate}.")
+    p = -math.expm1(-rate)
+    return rng.geometric(p, size=size) - rng.geometric(p, size=size)
 
 
 def poisson(rng, lam, size=None):

@@ -33,6 +33,7 @@ import math
 import numpy as np
 from scipy import special
 
+from .._noise import laplace
 from .._validation import check_alpha, check_epsilon
 from ._sprt import _LLRSequentialTest
 
@@ -204,14 +205,14 @@ class DPSPRT(_LLRSequentialTest):
 
     def _start(self, n_runs, sensitivity, rng):
         b_z, b_y = noise_scales(sensitivity, float(self.epsilon))
-        z = rng.laplace(0.0, b_z, size=n_runs)
+        z = laplace(rng, b_z, size=n_runs)
         return z, b_y, sensitivity
 
     def _crossings(self, state, active, S, t):
         z, b_y, sensitivity = state
         lower, upper = self._boundaries(t, sensitivity)
         rng = self._noise_rng
-        noisy = S + rng.laplace(0.0, b_y, size=S.shape)
+        noisy = S + laplace(rng, b_y, size=S.shape)
         za = z[active, None]
         return noisy >= upper + za, noisy <= lower - za
 

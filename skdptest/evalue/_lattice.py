@@ -23,6 +23,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
+from .._noise import two_sided_geometric
 from ._cache import _cached
 from ._laws import _DiscreteLaws
 from ._optimal import optimal_statistic
@@ -187,8 +188,7 @@ class LatticeExact:
         """Y = T + Z, Z two-sided geometric: ε-DP (T moves by at most ``steps``)."""
         if self._grid(n)[2] == 0:
             return float(count)  # constant statistic: nothing about the data
-        p = -math.expm1(-self.noise_rate(n))
-        return float(count + int(rng.geometric(p)) - int(rng.geometric(p)))
+        return float(count + int(two_sided_geometric(rng, self.noise_rate(n))))
 
     def noise_scale(self, n, epsilon=None):
         """Scale 1/rate of the geometric noise, in lattice units (0: constant statistic,

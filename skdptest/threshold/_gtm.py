@@ -10,6 +10,7 @@ from numbers import Real
 import numpy as np
 
 from .._base import BasePrivateTest
+from .._noise import exponential
 from .._results import ThresholdResult
 from .._validation import check_real
 from ._mechanisms import NoisyThresholdQuery, check_mechanism, check_outputs
@@ -138,13 +139,13 @@ def _search(mechanisms, privacy, p_stars, X, y, rng, *, epsilon, beta, gamma, th
     """
     b0 = gtm_step_parameters(1, 1.0, 0.0, 0.5, epsilon=epsilon, beta=beta, gamma=gamma,
                              theta=theta).b0
-    R = rng.exponential(b0)
+    R = exponential(rng, b0)
     for i, (mech, (eps_t, delta_t), p_star_t) in enumerate(
         zip(mechanisms, privacy, p_stars, strict=True)
     ):
         sp = gtm_step_parameters(i + 1, eps_t, delta_t, p_star_t, epsilon=epsilon,
                                  beta=beta, gamma=gamma, theta=theta)
-        nu = rng.exponential(sp.b1)
+        nu = exponential(rng, sp.b1)
         log_rate = sp.log_rho + sp.direction * eps_t * (nu - R)
         if log_rate >= sp.log_rate_cap:
             # safeguard (see RATE_CAP_FACTOR): forced accept (s=+1) / reject (s=-1)
@@ -179,7 +180,8 @@ def _simulate_search(p, p_stars, epsilons, deltas, *, epsilon, beta, gamma, thet
         Σ N_t over the examined steps.
     """
     T = len(p)
-    R = rng.exponential(
+    R = exponential(
+        rng,
         gtm_step_parameters(1, 1.0, 0.0, 0.5, epsilon=epsilon, beta=beta, gamma=gamma,
                             theta=theta).b0, size=n_reps)
     accepted = np.full(n_reps, -1)
@@ -191,7 +193,7 @@ def _simulate_search(p, p_stars, epsilons, deltas, *, epsilon, beta, gamma, thet
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
-        nu = rng.exponential(sp.b1, size=idx.size)
+        nu = exponential(rng, sp.b1, size=idx.size)
         log_rate = sp.log_rho + sp.direction * epsilons[i] * (nu - R[idx])
         forced = log_rate >= sp.log_rate_cap
         rate = np.exp(np.minimum(log_rate, sp.log_rate_cap))

@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from scipy import optimize, special
 
+from .._noise import laplace
 from .._validation import check_real
 from ._params import purification_flip_probability
 
@@ -212,7 +213,7 @@ class NoisyThresholdQuery(ThresholdMechanism):
 
     def sample(self, X, y, size, rng):
         q = _statistic(self.statistic, X, y)
-        noisy = q + rng.laplace(0.0, self.scale, size=size)
+        noisy = q + laplace(rng, self.scale, size=size)
         return np.where(noisy >= self.threshold, 1, -1).astype(np.int8)
 
 
