@@ -147,3 +147,22 @@ def test_private_median_is_epsilon_dp_on_neighbours():
             worst = max(worst, np.max(np.abs(np.log(p) - np.log(p2))))
     assert worst <= eps + 1e-9
     assert worst > eps / 4  # the neighbours used are not trivial
+
+
+def test_private_median_audit_catches_halved_noise():
+    # Two clusters (six rows at 0, three at distance r): moving one row of the big
+    # cluster far away brings the ratio to 0.81 epsilon; the same neighbours with the
+    # exponential mechanism's noise halved (logits doubled) exceed epsilon.
+    r, far, eps = 1319.74469733, 4959.234091978235, 1.0
+    Z = np.zeros((9, 2))
+    Z[5:8, 0] = r
+    Z2 = Z.copy()
+    Z2[0, 0] = far
+
+    def worst(scale):
+        _, p = median_selection_probabilities(Z, "rbf", scale * eps)
+        _, p2 = median_selection_probabilities(Z2, "rbf", scale * eps)
+        return float(np.max(np.abs(np.log(p) - np.log(p2))))
+
+    assert 0.75 * eps < worst(1.0) <= eps + 1e-9
+    assert worst(2.0) > eps

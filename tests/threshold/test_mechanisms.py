@@ -112,3 +112,13 @@ def test_log_poisson_tails_deep_in_the_tail(k):
     last = mu[-1]
     lead = -last + (k - 1) * math.log(last) - math.lgamma(k)
     assert low[-1] == pytest.approx(lead, abs=math.log(1 / (1 - k / last)) + 1e-9)
+
+
+def test_noisy_threshold_query_halved_noise_breaks_the_ratio():
+    # Neighbours move the statistic by its sensitivity; with the Laplace scale halved
+    # the output probabilities differ by more than e^eps (the check above has teeth).
+    m = NoisyThresholdQuery(lambda X, y: 5.0, 2.0, epsilon=0.5, sensitivity=2.0)
+    q = NoisyThresholdQuery(lambda X, y: 7.0, 2.0, epsilon=0.5, sensitivity=2.0)
+    m.scale, q.scale = m.scale / 2, q.scale / 2
+    p, p2 = m.probability(X, None), q.probability(X, None)
+    assert max(abs(math.log(p2 / p)), abs(math.log((1 - p2) / (1 - p)))) > 0.5
