@@ -117,8 +117,8 @@ def test_log_poisson_tails_deep_in_the_tail(k):
 def test_noisy_threshold_query_halved_noise_breaks_the_ratio():
     # Neighbours move the statistic by its sensitivity; with the Laplace scale halved
     # the output probabilities differ by more than e^eps (the check above has teeth).
-    m = NoisyThresholdQuery(lambda X, y: 5.0, 2.0, epsilon=0.5, sensitivity=2.0)
-    q = NoisyThresholdQuery(lambda X, y: 7.0, 2.0, epsilon=0.5, sensitivity=2.0)
-    m.scale, q.scale = m.scale / 2, q.scale / 2
+    # mutant: the noise calibrated to half the true sensitivity 2.0 (scale halved)
+    m = NoisyThresholdQuery(lambda X, y: 5.0, 2.0, epsilon=0.5, sensitivity=1.0)
+    q = NoisyThresholdQuery(lambda X, y: 7.0, 2.0, epsilon=0.5, sensitivity=1.0)
     p, p2 = m.probability(X, None), q.probability(X, None)
     assert max(abs(math.log(p2 / p)), abs(math.log((1 - p2) / (1 - p)))) > 0.5
