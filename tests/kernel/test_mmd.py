@@ -111,6 +111,42 @@ def test_assignments_are_uniform_relabellings():
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
+class _TiedKeys:
+    """A stand-in generator whose 32-bit keys are all equal: every row ties."""
+
+    def integers(self, low, high, size, dtype):
+        return np.zeros(size, dtype=dtype)
+
+
+def test_tied_keys_are_redrawn_uniformly():
+    # Every row of the main draw ties at the threshold, so every row comes
+    # from the tie generator (rejection) and must still be a uniform subset.
+    masks = mmd_mod._two_group_masks(5, 2, 5000, _TiedKeys(), np.random.default_rng(1))
+    assert np.all(masks.sum(axis=1) == 2)
+    _, counts = np.unique(masks @ (2 ** np.arange(5)), return_counts=True)
+    assert counts.size == 10
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_relabellings_do_not_depend_on_chunking():
+    codes = np.repeat([0, 1], [30, 45])
+    full = draw_assignments(codes, 40, np.random.default_rng(4))
+    rng = np.random.default_rng(4)
+    tie_rng = mmd_mod._tie_generator(rng)
+    sizes = np.bincount(codes)
+    parts = [mmd_mod._relabelled_codes(codes, sizes, rows, first, rng, tie_rng)
+             for rows, first in [(7, True), (1, False), (33, False)]]
+    np.testing.assert_array_equal(np.vstack(parts), full)
+
+
+@pytest.mark.parametrize("m, n", [(1, 1), (3, 7), (40, 60), (333, 667), (999, 1)])
+def test_two_group_coefficients_are_exact(m, n):
+    masks = np.random.default_rng(0).random((4, m + n)) < 0.5
+    V = mmd_mod._two_group_coefficients(masks, 1.0 / m, -1.0 / n)
+    assert np.all(V[masks] == 1.0 / m)
+    assert np.all(V[~masks] == -1.0 / n)
+
+
 def test_two_group_ksample_statistic_gives_the_same_test():
     rng = np.random.default_rng(2)
     Z = rng.normal(size=(50, 2))
