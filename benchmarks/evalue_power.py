@@ -50,6 +50,7 @@ try:  # exact post-processing (two-point laws), added to PrivateEValueTest
     from skdptest.evalue._exact import binary_exact
 except ImportError:  # pragma: no cover - older trees
     binary_exact = None
+import skdptest.evalue._lattice as lattice_module
 from skdptest.evalue._lattice import LatticeExact
 
 EPS = 1.0
@@ -98,16 +99,41 @@ def exact_epower(model, n, epsilon, width=12.0):
     return float(np.sum(w / 2 * np.exp(lq) * (lq - lp)))
 
 
+def _lattice_log_densities(log_law, rate, pad):
+    """log f(y) of T + Z (Z two-sided geometric of rate ``rate``) at every integer
+    y = -pad .. T_max + pad, in O(size) by forward and backward accumulation:
+    f(y) = c (Σ_{t<=y} π_t e^{-rate (y-t)} + Σ_{t>y} π_t e^{-rate (t-y)})."""
+    law = np.concatenate([np.full(pad, -np.inf), log_law, np.full(pad, -np.inf)])
+    y = np.arange(law.size) - pad
+    fwd = np.logaddexp.accumulate(law + rate * y) - rate * y
+    back = np.logaddexp.accumulate((law - rate * y)[::-1])[::-1]  # Σ_{t>=y}
+    back = np.concatenate([back[1:], [-np.inf]]) + rate * y  # Σ_{t>y}
+    return y, np.logaddexp(fwd, back) + math.log(math.tanh(rate / 2))
+
+
 def lattice_epower(laws, n, epsilon=EPS):
     """E_Q[log E] of the lattice exact post-processing (``statistic="exact"`` for laws
-    other than two-point ones): Σ_y f_Q(y) log(f_Q(y)/f_P(y)) over the bulk of f_Q."""
+    other than two-point ones): Σ_y f_Q(y) log E(y) over the bulk of f_Q. The
+    densities come from the O(size) recursion with the shipped guards (inflated
+    null, bound of untrusted terms, deflated numerator); the resulting log E is
+    checked against the shipped ``log_lr`` at a few points."""
     model = LatticeExact(laws, epsilon)
-    log_p, log_q, _ = model.log_laws(n)
+    log_p, log_q, bound_p, rel = model.log_laws(n)
     rate = model.noise_rate(n)
-    bulk = np.flatnonzero(log_q >= log_q.max() - 60)
-    ys = np.arange(bulk[0] - int(60 / rate), bulk[-1] + int(60 / rate) + 1)
-    lq = model.log_density(ys, log_q, n)
-    return float(np.sum(np.exp(lq) * model.log_lr(ys, n)))
+    pad = int(60 / rate) + 1
+    ys, lq = _lattice_log_densities(log_q, rate, pad)
+    lp = _lattice_log_densities(log_p, rate, pad)[1]
+    guard = lattice_module._REL_GUARD
+    lp = lp + math.log1p(guard) - math.log1p(-rel)
+    if np.isfinite(bound_p).any():
+        lp = np.logaddexp(lp, _lattice_log_densities(bound_p, rate, pad)[1])
+    keep = lq >= lq.max() - 60
+    ys, lq, lp = ys[keep], lq[keep], lp[keep]
+    log_e = lq + math.log1p(-guard) - math.log1p(rel) - lp
+    step = max(1, ys.size // 5)
+    np.testing.assert_allclose(log_e[::step], model.log_lr(ys[::step], n), rtol=1e-6,
+                               atol=1e-6)
+    return float(np.sum(np.exp(lq) * log_e))
 
 
 def check_exact_density(model, n=60, epsilon=EPS):

@@ -125,18 +125,64 @@ def test_exact_beats_the_merged_statistic_in_expectation():
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     n = 400
     model = LatticeExact(make_laws(null, alt), 1.0)
-    log_p, log_q, _ = model.log_laws(n)
+    log_q = model.log_laws(n)[1]
     rate = model.noise_rate(n)
-    ys = np.arange(-int(40 / rate), log_p.size + int(40 / rate))
+    bulk = np.flatnonzero(log_q >= log_q.max() - 40)  # the rest has mass < e^-30
+    ys = np.arange(bulk[0] - int(40 / rate), bulk[-1] + int(40 / rate))
     lq = model.log_density(ys, log_q, n)
+    assert np.exp(lq).sum() > 1 - 1e-9
     power = float(np.sum(np.exp(lq) * model.log_lr(ys, n)))
     assert power > expected_log_e_value(null, alt, n, 1.0)
 
 
-def test_lattice_is_kept_small_for_large_batches():
+def test_lattice_is_kept_below_its_cap_for_large_batches():
     model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
-    assert model.steps(100) == 16 and model.steps(10_000) == 3
-    assert model.steps(10**6) == 1
+    assert model.steps(100) == 32 and model.steps(10_000) == 32
+    assert model.steps(10**6) == 4 and model.steps(10**7) == 1
+
+
+@pytest.mark.parametrize("n", [300, 600])
+def test_fft_law_of_the_sum_matches_direct_convolutions(n):
+    """Large lattices use one FFT per tilt; where trusted, its relative error is
+    certified as ``rel``: the measured error is far below it (margin >= 20), and
+    every untrusted value has an upper bound."""
+    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
+    for masses in model.cell_masses(n):
+        direct, _ = model._log_law_of_sum(masses, n)
+        fft, bound, rel = model._log_law_of_sum_fft(masses, n)
+        trusted = np.isfinite(fft)
+        assert trusted.mean() > 0.95
+        err = np.abs(np.expm1(fft[trusted] - direct[trusted])).max()
+        assert err <= rel / 20
+        assert np.all(bound[~trusted] >= direct[~trusted])
+        assert not np.isfinite(bound[trusted]).any()
+
+
+def test_fft_law_of_the_sum_far_in_the_tails():
+    """Two cells: T is Binomial(n, p); the FFT path against scipy down to e^-3000."""
+    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
+    n, p = 5000, 0.3
+    log_law, bound, rel = model._log_law_of_sum_fft(np.array([1 - p, p]), n)
+    exact = stats.binom.logpmf(np.arange(n + 1), n, p)
+    trusted = np.isfinite(log_law)
+    assert trusted[[1, 100, 1500, 3000, 4500, 4999]].all() and exact.min() < -3000
+    np.testing.assert_allclose(np.exp(log_law[trusted] - exact[trusted]), 1.0, rtol=rel)
+    assert np.all(bound[~trusted] >= exact[~trusted])
+
+
+def test_validity_gaussian_on_the_fft_path():
+    """n = 150 with 32 cells: a lattice of 4801 points, on the FFT path."""
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    n = 150
+    assert n * model.steps(n) + 1 > lattice_module._DIRECT_MAX
+    p, _ = model.cell_masses(n)
+    law = np.array([1.0])
+    for _ in range(n):
+        law = np.convolve(law, p)
+    total = _validity_sum(model, law, n, model.noise_rate(n))
+    assert total <= 1.0
+    assert total == pytest.approx(1.0, abs=1e-6)
 
 
 def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
@@ -155,7 +201,7 @@ def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
 def test_guard_keeps_the_null_density_conservative(monkeypatch):
     monkeypatch.setattr(lattice_module, "_REL_GUARD", 0.5)
     model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
-    log_p, log_q, _ = model.log_laws(5)
+    log_p, log_q = model.log_laws(5)[:2]
     y = np.array([10.0])
     raw = model.log_density(y, log_q, 5) - model.log_density(y, log_p, 5)
     assert model.log_lr(y, 5)[0] < raw[0]
