@@ -12,16 +12,20 @@ shared, so runs alternate and medians of ``--repeats`` are reported);
 ``ratio`` is dpMMD time / product time (the target is <= 1.3) and the
 product's GFLOP/s is the machine's float64 rate in that run.
 
-For dpHSIC, ``backend`` says which permutation kernel ran (numpy, or
-numba when the optional dependency is importable; the numba time includes
-no JIT compilation: a warm-up call on small data runs first; ``cyclic`` is
-``DPHSICTest(cyclic=True)``, all n cyclic shifts by FFT, B = n - 1).
+For dpHSIC, ``backend`` says which permutation kernel ran: ``numpy``,
+``numba`` (the default when the optional dependency is importable: float32
+copies of the kernel matrices streamed, certified error bounds, undecided
+comparisons recomputed in float64, same release as float64) or ``numba-f64``
+(the same compiled kernel on the float64 matrices, reported next to it by
+default); the numba times include no JIT compilation: a warm-up call on small
+data runs first; ``cyclic`` is ``DPHSICTest(cyclic=True)``, all n cyclic
+shifts by FFT, B = n - 1.
 
 Usage::
 
     python benchmarks/kernel_speed.py                 # full tables
     python benchmarks/kernel_speed.py --quick         # N in {1000, 2000}
-    python benchmarks/kernel_speed.py --hsic-sizes 1000 2000 4000 --backend numba
+    python benchmarks/kernel_speed.py --hsic-sizes 1000 2000 4000 --backend numba numba-f64
 """
 
 from __future__ import annotations
@@ -80,7 +84,10 @@ def worker(kind, n, d, n_perm, backend):
         wall = time.perf_counter() - t0
         return {"wall": wall, "peak_mb": _rss_mb(), "base_mb": base, "backend": "cyclic"}
     if kind == "hsic":
-        if backend != "auto":
+        if backend == "numba-f64":
+            os.environ["SKDPTEST_HSIC_BACKEND"] = "numba"
+            os.environ["SKDPTEST_HSIC_PRECISION"] = "float64"
+        elif backend != "auto":
             os.environ["SKDPTEST_HSIC_BACKEND"] = backend
         import skdptest.kernel._hsic as hsic_mod
         from skdptest import DPHSICTest
@@ -88,9 +95,11 @@ def worker(kind, n, d, n_perm, backend):
         X = rng.normal(size=(n, d))
         y = X[:, 0] + rng.normal(size=n)
         used = hsic_mod._resolve_backend("auto", float(n) * n * (n_perm + 1))
-        if used == "numba":  # compile outside the timing
-            DPHSICTest(n_permutations=2000, random_state=0).fit(X[:100], y[:100])
+        if used == "numba":  # compile (or load) outside the timing
             hsic_mod._NUMBA_MIN_WORK = 0
+            DPHSICTest(n_permutations=2000, random_state=0).fit(X[:100], y[:100])
+            if hsic_mod._resolve_precision("auto", used) == "float64":
+                used = "numba-f64"
         base = _current_rss_mb()
         est = DPHSICTest(n_permutations=n_perm, random_state=0)
         t0 = time.perf_counter()
@@ -114,7 +123,10 @@ def main():
     parser.add_argument("--hsic-sizes", type=int, nargs="+", default=[1000, 2000, 4000])
     parser.add_argument("--hsic-dims", type=int, nargs="+", default=[2])
     parser.add_argument("--permutations", type=int, default=2000)
-    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "numba"])
+    parser.add_argument("--backend", nargs="+", default=None,
+                        choices=["auto", "numpy", "numba", "numba-f64"],
+                        help="dpHSIC backends, one row each (default: auto, plus "
+                             "numba-f64 when numba is importable)")
     parser.add_argument("--repeats", type=int, default=3,
                         help="dpMMD runs (each followed by a product run); medians")
     parser.add_argument("--cyclic", action="store_true",
@@ -151,14 +163,25 @@ def main():
                       f"{mmd['wall'] / gemm['wall']:5.2f} | {gemm['gflops']:15.1f} | "
                       f"{mmd['peak_mb']:7.0f} | {mmd['base_mb']:7.0f} |", flush=True)
     if not args.skip_hsic:
-        print("\ndpHSIC (n pairs, rbf kernels, float64, exact permutations)")
-        print("|     n |  d | backend | dpHSIC s | peak MB | base MB |")
-        print("|------:|---:|--------:|---------:|--------:|--------:|")
+        backends = args.backend
+        if backends is None:
+            try:
+                import numba  # noqa: F401
+                backends = ["auto", "numba-f64"]
+            except ImportError:
+                backends = ["auto"]
+        print("\ndpHSIC (n pairs, rbf kernels, exact permutations; numba: certified "
+              "float32, same release as float64)")
+        print("|     n |  d |   backend | dpHSIC s | peak MB | base MB |")
+        print("|------:|---:|----------:|---------:|--------:|--------:|")
         for n in args.hsic_sizes:
             for d in args.hsic_dims:
-                for kind in ("hsic", "hsic_cyclic") if args.cyclic else ("hsic",):
-                    r = run(kind, n, d, B, args.backend)
-                    print(f"| {n:5d} | {d:2d} | {r['backend']:>7} | {r['wall']:8.2f} | "
+                jobs = [("hsic", b) for b in backends]
+                if args.cyclic:
+                    jobs.append(("hsic_cyclic", "auto"))
+                for kind, backend in jobs:
+                    r = run(kind, n, d, B, backend)
+                    print(f"| {n:5d} | {d:2d} | {r['backend']:>9} | {r['wall']:8.2f} | "
                           f"{r['peak_mb']:7.0f} | {r['base_mb']:7.0f} |", flush=True)
 
 

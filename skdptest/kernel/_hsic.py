@@ -35,12 +35,19 @@ _THREADS_MIN_WORK = 5e7
 # (below it, loading the cached kernel, or compiling it once, costs more than
 # it saves).
 _NUMBA_MIN_WORK = 1e9
+# Safety factor of the certified float32 error bound (see _float32_error_bound);
+# tests inflate it to force refinements.
+_F32_BOUND_SAFETY = 2.0
+# Kernel values at or above this magnitude keep the float64 path (float32
+# overflows at 3.4e38; the bound assumes no overflow).
+_F32_MAX_ABS = 2.0**100
 
 # Optional accelerator, imported on first need (importing numba costs about
 # 0.4 s and 50 MB); plain numpy is the default-installable path.
 _NOT_LOADED = object()
 _numba = _NOT_LOADED
 _numba_kernel = None
+_PRECISIONS = ("auto", "float32", "float64")
 
 
 def _load_numba():
@@ -123,22 +130,29 @@ def _get_numba_kernel():  # pragma: no cover - needs numba
 
         @njit(parallel=True, fastmath=True, cache=True)
         def traces(Kc, L, perms):
-            # Blocks of 4 permutations share each row of Kc. The needed row of
+            # One source, two specialisations: float64 matrices (the exact
+            # path) or float32 copies (the certified path: half the memory
+            # traffic). Every product is formed and summed in float64; the
+            # product of two float32 values is exact in float64.
+            # Blocks of 8 permutations share each row of Kc. The needed row of
             # L is first copied (a sequential stream) into a cache-resident
             # buffer, then gathered: random reads straight from L are
             # latency-bound (about 1.5x slower at n = 4000), except for the
             # first rows, which gather so few entries that the copy costs more.
             # Only the lower triangle j < i is gathered (both matrices are
             # symmetric). int32 indices keep the permutation row in L1 with
-            # the buffer.
+            # the buffer. Each sum is accumulated per block (no writes to
+            # shared cache lines) in the same order whatever the block, so a
+            # permutation's value does not depend on the others in the call.
             n_perm, n = perms.shape
             out = np.zeros(n_perm)
-            n_blocks = (n_perm + 3) // 4
+            n_blocks = (n_perm + 7) // 8
             direct = n // 16
             for blk in prange(n_blocks):
-                b0 = 4 * blk
-                b1 = min(b0 + 4, n_perm)
-                buf = np.empty(n)
+                b0 = 8 * blk
+                b1 = min(b0 + 8, n_perm)
+                acc = np.zeros(8)
+                buf = np.empty_like(L[0])
                 for i in range(n):
                     Ki = Kc[i]
                     for b in range(b0, b1):
@@ -147,13 +161,15 @@ def _get_numba_kernel():  # pragma: no cover - needs numba
                         s = 0.0
                         if i < direct:
                             for j in range(i):
-                                s += Ki[j] * row[p[j]]
+                                s += np.float64(Ki[j]) * np.float64(row[p[j]])
                         else:
                             for j in range(n):
                                 buf[j] = row[j]
                             for j in range(i):
-                                s += Ki[j] * buf[p[j]]
-                        out[b] += 2.0 * s + Ki[i] * row[p[i]]
+                                s += np.float64(Ki[j]) * np.float64(buf[p[j]])
+                        acc[b - b0] += 2.0 * s + np.float64(Ki[i]) * np.float64(row[p[i]])
+                for b in range(b0, b1):
+                    out[b] = acc[b - b0]
             return out
 
         _numba_kernel = traces
@@ -196,23 +212,148 @@ def permutation_traces(Kc, L, perms, backend="auto"):
         return np.concatenate(list(parts))
 
 
+def _resolve_precision(precision, backend):
+    if precision == "auto":
+        precision = os.environ.get("SKDPTEST_HSIC_PRECISION", "auto")
+    if precision not in _PRECISIONS:
+        raise ValueError(
+            f"precision must be 'auto', 'float32' or 'float64', got {precision!r}."
+        )
+    if precision == "auto":
+        return "float32" if backend == "numba" else "float64"
+    if precision == "float32" and backend != "numba":
+        # numpy's einsum would sum float32 products in float32: not covered
+        # by the error bound.
+        raise ValueError("precision='float32' needs the numba backend.")
+    return precision
+
+
+def _float32_error_bound(Kc, L):
+    """Certified bound on the error of every float32-streamed trace.
+
+    With ``T_p = sum_ij Kc_ij L[p_i, p_j]`` (exact arithmetic on the float64
+    matrices), ``T^_p`` its value computed from the float32 copies of ``Kc``
+    and ``L`` with float64 products and sums, and ``fl(T_p)`` its value
+    computed by the float64 path, the returned ``eta`` satisfies, for every
+    permutation ``p``,
+
+        |T^_p - T_p| <= eta  and  |T^_p - fl(T_p)| <= eta.
+
+    (The kernel reads one triangle, ``T_p = sum_i [2 sum_{j<i} Kc_ij
+    L[p_i, p_j] + Kc_ii L[p_i, p_i]]``, which is the full sum for symmetric
+    matrices; as stored, ``Kc`` is symmetric up to rounding, so the absolute
+    terms of that sum exceed ``S`` below by at most a relative 1e-15, inside
+    the safety factor.)
+
+    Derivation (u = 2^-24, u64 = 2^-53, gamma_k = k u64 / (1 - k u64),
+    S = max|L| sum_ij |Kc_ij| >= sum_ij |Kc_ij L[p_i, p_j]| for every p):
+
+    - rounding to float32 gives ``a' = a + alpha``, ``|alpha| <= u|a| + t``
+      (t = 2^-149 covers float32 subnormals), likewise for ``c' = c + beta``,
+      so ``|a'c' - ac| <= (2u + u^2)|ac| + t (1 + u)(|a| + |c|) + t^2``; summed:
+      at most ``(2u + u^2) S + n^2 t (max|Kc| + max|L| + 1)``;
+    - the product ``a'c'`` of two float32 values is exact in float64;
+    - in the kernel each product passes through at most 2n + 1 float64
+      roundings (the product itself for the float64 path, up to n - 1
+      additions in a row sum, in any order, the diagonal term, n additions
+      across rows), so either summation is within ``gamma_{2n+4}`` times the
+      sum of the absolute terms, ``<= (1 + u)^2 S``, of its exact value;
+      underflow in float64 adds at most 2^-1075 per operation, far below the
+      t term.
+
+    Hence ``|T^ - T| <= (2u + u^2) S + gamma (1 + u)^2 S + n^2 t (...)`` and
+    ``|T^ - fl(T)|`` at most that plus ``gamma S``. The result is multiplied
+    by ``_F32_BOUND_SAFETY`` (2), which also covers the rounding of ``S``
+    itself (relative error below gamma_{n^2}) and of this formula.
+    """
+    n = Kc.shape[0]
+    u, u64, tiny = 2.0**-24, 2.0**-53, 2.0**-149
+    k = 2 * n + 4
+    gamma = k * u64 / (1.0 - k * u64)
+    abs_k = np.abs(Kc)
+    k_max, k_sum = float(abs_k.max()), float(abs_k.sum())
+    del abs_k
+    l_max = max(float(L.max()), -float(L.min()))
+    s = l_max * k_sum
+    eta = ((2 * u + u * u) * s + 2 * gamma * (1 + u) ** 2 * s
+           + n * n * tiny * (k_max + l_max + 1.0))
+    return _F32_BOUND_SAFETY * eta, max(k_max, l_max)
+
+
+def _stat(traces, n):
+    return np.sqrt(np.maximum(traces, 0.0)) / n
+
+
+def _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend="auto",
+                     precision="auto"):
+    """The B + 1 ``sqrt(HSIC_b)`` statistics, possibly certified approximations.
+
+    Returns ``(statistics, bounds, refine)`` for :func:`make_result`. On the
+    float64 path the statistics are exact and ``bounds``, ``refine`` are None.
+    On the float32 path (numba backend; ``precision`` "auto", or the
+    environment variable ``SKDPTEST_HSIC_PRECISION``, selects it) the
+    observed statistic is exact (float64 kernel), the B permuted ones come
+    from float32 copies of the matrices, ``bounds = (lower, upper)`` encloses
+    the value the float64 kernel would return for each, and
+    ``refine(idx)`` computes those values exactly (same float64 kernel, same
+    result as in a full float64 run: a permutation's sum does not depend on
+    the other permutations of the call).
+    """
+    n = len(X)
+    perms = draw_permutations(n, n_permutations, rng)
+    Kc = np.ascontiguousarray(_double_centre(kernel_x(X)))
+    L = np.ascontiguousarray(kernel_y(Y))
+    work = float(n) * n * perms.shape[0]
+    backend = _resolve_backend(backend, work)
+    precision = _resolve_precision(precision, backend)
+    if precision == "float32":
+        certified = _certified_statistics(Kc, L, perms)
+        if certified is not None:
+            return certified
+    return _stat(permutation_traces(Kc, L, perms, backend=backend), n), None, None
+
+
+def _certified_statistics(Kc, L, perms):  # pragma: no cover - needs numba
+    """Float32-streamed statistics with enclosures and exact refinement.
+
+    None when the kernel values are too large for float32.
+    """
+    n = Kc.shape[0]
+    eta, max_abs = _float32_error_bound(Kc, L)
+    if not max_abs < _F32_MAX_ABS:
+        return None
+    kernel = _get_numba_kernel()
+    perms = np.ascontiguousarray(perms, dtype=np.int32)
+    traces = np.empty(perms.shape[0])
+    traces[:1] = kernel(Kc, L, perms[:1])  # the observed pairing, float64
+    traces[1:] = kernel(Kc.astype(np.float32), L.astype(np.float32), perms[1:])
+    # outward rounding: lower <= T^ - eta and upper >= T^ + eta exactly
+    lower = np.nextafter(traces - eta, -np.inf)
+    upper = np.nextafter(traces + eta, np.inf)
+    lower[0] = upper[0] = traces[0]
+
+    def refine(idx):
+        return _stat(kernel(Kc, L, perms[idx]), n)
+
+    # max(., 0), sqrt and / n are monotone in floating point: the enclosures
+    # of the traces carry over to the statistics
+    return _stat(traces, n), (_stat(lower, n), _stat(upper, n)), refine
+
+
 def hsic_permutation_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y,
                                 backend="auto"):
     """The B + 1 (non-private) ``sqrt(HSIC_b)`` statistics, observed first.
 
     ``sqrt(HSIC_b) = sqrt(sum_ij K_ij (H L H)_ij) / n``; a permuted statistic
-    pairs ``x_i`` with ``y_{p(i)}``.
+    pairs ``x_i`` with ``y_{p(i)}``. Computed in float64 (exact up to float64
+    rounding) with either backend.
 
     Returns
     -------
     statistics : ndarray of shape (n_permutations + 1,)
     """
-    n = len(X)
-    perms = draw_permutations(n, n_permutations, rng)
-    Kc = _double_centre(kernel_x(X))
-    L = kernel_y(Y)
-    traces = permutation_traces(Kc, L, perms, backend=backend)
-    return np.sqrt(np.maximum(traces, 0.0)) / n
+    return _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend=backend,
+                            precision="float64")[0]
 
 
 def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256):
@@ -339,7 +480,7 @@ class DPHSICTest(BasePrivateTest):
     term is a feature difference times a centred feature, of norm at most
     :math:`(n-1)D/n`) gives the same bound, so it holds for all B + 1 values.
 
-    All permuted statistics are exact: with :math:`\tilde K = HKH`,
+    All permuted statistics are exact (up to float64 rounding): with :math:`\tilde K = HKH`,
     :math:`n^2\,\mathrm{HSIC}_b(\pi) = \sum_{ij}\tilde K_{ij} L_{\pi(i)\pi(j)}`,
     an :math:`n^2` gather per permutation, done row block by row block with
     numpy (threads over permutations), or by a compiled loop (lower triangle
@@ -348,6 +489,29 @@ class DPHSICTest(BasePrivateTest):
     over permutations) when the optional dependency ``numba`` is installed
     (the environment variable ``SKDPTEST_HSIC_BACKEND`` = ``numpy``, ``numba``
     or ``auto`` selects it).
+
+    The numba backend streams float32 copies of :math:`\tilde K` and L (half
+    the memory traffic of this bandwidth-bound loop), forming each product of
+    two float32 values exactly in float64 and summing in float64. This gives
+    approximations :math:`\hat T_b` with a certified, permutation-independent
+    bound :math:`|\hat T_b - T_b| \le \eta`,
+    :math:`\eta = 2 S\,[(2u + u^2) + 2\gamma_{2n+4}(1+u)^2] + \text{(subnormal term)}`,
+    :math:`S = \max|L| \sum_{ij}|\tilde K_{ij}|`, :math:`u = 2^{-24}`,
+    :math:`\gamma_k = k 2^{-53}/(1 - k 2^{-53})`, that also covers the
+    rounding of the float64 computation. The release is not changed by this:
+    the observed statistic is computed in float64; the noise is drawn exactly
+    as before; each comparison :math:`s_b + N_b \ge \tilde s_0` is decided
+    from the enclosure :math:`[\underline s_b, \overline s_b]` of
+    :math:`s_b = \sqrt{\max(T_b, 0)}/n` when :math:`\underline s_b + N_b
+    \ge \tilde s_0` or :math:`\overline s_b + N_b < \tilde s_0`
+    (floating-point addition, square root and division are monotone), and
+    recomputed in float64 otherwise: with probability at most the enclosure
+    width over twice the Laplace scale, about one comparison in a thousand at
+    n = 4000, ε = 1 (the width is about 0.003 scale there, 0.0004 scale at
+    n = 1000). The p-value, the noisy statistic and the decision are
+    therefore those of the float64 computation for the same seed: the same
+    function of the data and the noise, with the same privacy and validity.
+    ``SKDPTEST_HSIC_PRECISION=float64`` forces the float64 path.
 
     Only the noisy statistic, the p-value and public quantities are stored:
     neither the statistic without noise nor the noise draws.
@@ -438,14 +602,15 @@ class DPHSICTest(BasePrivateTest):
                                             data, name=name)
         kx, ky = kernels
         if self.cyclic:
-            stats = hsic_cyclic_statistics(X, y, rng, kx, ky)
+            stats, bounds, refine = hsic_cyclic_statistics(X, y, rng, kx, ky), None, None
         else:
-            stats = hsic_permutation_statistics(X, y, int(self.n_permutations), rng, kx, ky)
+            stats, bounds, refine = _hsic_statistics(X, y, int(self.n_permutations), rng,
+                                                     kx, ky)
         sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
         result = make_result(
             stats, sensitivity, epsilon=self.epsilon, delta=self.delta, alpha=self.alpha,
             n_samples=n, rng=rng, noise_epsilon=noise_epsilon,
-            method="dpHSIC cyclic" if self.cyclic else "dpHSIC",
+            method="dpHSIC cyclic" if self.cyclic else "dpHSIC", bounds=bounds, refine=refine,
         )
         return result, gammas
 

@@ -49,7 +49,8 @@ def laplace_scale(sensitivity, epsilon, delta):
     return 2.0 * float(sensitivity) / privacy_xi(epsilon, delta)
 
 
-def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng):
+def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng, *, bounds=None,
+                          refine=None):
     """Privatise B + 1 permutation statistics and return the DP p-value.
 
     Parameters
@@ -63,6 +64,14 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng):
         Privacy parameters of the release.
     rng : numpy.random.Generator
         Source of the Laplace noise.
+    bounds : tuple (lower, upper) of ndarrays of shape (B + 1,), default=None
+        Certified enclosures of the permuted statistics: the value that
+        ``refine`` returns for index b lies in ``[lower[b], upper[b]]``. With
+        ``bounds``, ``statistics[1:]`` may be approximations (they are not
+        used) but ``statistics[0]`` must be exact.
+    refine : callable, default=None
+        Needed with ``bounds``: ``refine(idx)`` returns the exact statistics at
+        the indices ``idx`` (a 1-D integer array of values in 1..B).
 
     Returns
     -------
@@ -72,28 +81,59 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng):
         The private permutation p-value.
     scale : float
         The Laplace scale ``2 Delta / xi`` (public).
+
+    Notes
+    -----
+    With ``bounds`` the release is the same function of the data and of the
+    noise as without them, so it is bit for bit the release computed from the
+    exact statistics: the noise is drawn identically (one call for all B + 1
+    values), floating-point addition is monotone, so
+    ``lower[b] + N_b >= T~_0`` implies ``T_b + N_b >= T~_0`` and
+    ``upper[b] + N_b < T~_0`` implies ``T_b + N_b < T~_0``; only the comparisons
+    that neither decides are recomputed exactly, through ``refine``.
     """
     statistics = np.asarray(statistics, dtype=np.float64)
     if statistics.ndim != 1 or statistics.size < 2:
         raise ValueError("statistics must be 1-D with at least 2 values (B >= 1).")
+    if (bounds is None) != (refine is None):
+        raise ValueError("bounds and refine must be given together.")
     scale = laplace_scale(sensitivity, epsilon, delta)
-    noisy = statistics + laplace(rng, scale, size=statistics.shape)
-    exceed = np.count_nonzero(noisy[1:] >= noisy[0])
-    p_value = (1.0 + exceed) / statistics.size
-    return float(noisy[0]), float(p_value), scale
+    noise = laplace(rng, scale, size=statistics.shape)
+    if bounds is None:
+        noisy = statistics + noise
+        exceed = np.count_nonzero(noisy[1:] >= noisy[0])
+        return float(noisy[0]), float((1.0 + exceed) / statistics.size), scale
+    lower, upper = (np.asarray(a, dtype=np.float64) for a in bounds)
+    if lower.shape != statistics.shape or upper.shape != statistics.shape:
+        raise ValueError("bounds must be two arrays of the shape of statistics.")
+    noisy0 = statistics[0] + noise[0]
+    exceeds = lower[1:] + noise[1:] >= noisy0
+    undecided = ~exceeds & ~(upper[1:] + noise[1:] < noisy0)
+    idx = np.flatnonzero(undecided) + 1
+    if idx.size:
+        exact = np.asarray(refine(idx), dtype=np.float64)
+        if exact.shape != idx.shape:
+            raise ValueError(
+                f"refine returned shape {exact.shape} for {idx.size} indices."
+            )
+        exceeds[idx - 1] = exact + noise[idx] >= noisy0
+    exceed = np.count_nonzero(exceeds)
+    return float(noisy0), float((1.0 + exceed) / statistics.size), scale
 
 
 def make_result(statistics, sensitivity, *, epsilon, delta, alpha, n_samples, rng, method,
-                noise_epsilon=None):
+                noise_epsilon=None, bounds=None, refine=None):
     """Run :func:`dp_permutation_pvalue` and pack a :class:`PermutationTestResult`.
 
     ``epsilon`` is what the whole fit spent; ``noise_epsilon`` (default
-    ``epsilon``) the part of it given to the permutation release.
+    ``epsilon``) the part of it given to the permutation release. ``bounds``
+    and ``refine`` (certified approximate statistics) are passed on to
+    :func:`dp_permutation_pvalue`.
     """
     if noise_epsilon is None:
         noise_epsilon = epsilon
     noisy, p_value, scale = dp_permutation_pvalue(statistics, sensitivity, noise_epsilon, delta,
-                                                  rng)
+                                                  rng, bounds=bounds, refine=refine)
     return PermutationTestResult(
         statistic=noisy,
         p_value=p_value,

@@ -18,6 +18,7 @@ from skdptest.kernel._hsic import (
     permutation_traces,
 )
 from skdptest.kernel._kernels import resolve_kernel
+from skdptest.kernel._permutation import laplace_scale
 
 
 def data(n=60, seed=0, dep=1.0):
@@ -82,6 +83,23 @@ def test_threaded_numpy_backend_matches_serial(monkeypatch):
 def test_backend_errors():
     with pytest.raises(ValueError, match="backend must be"):
         permutation_traces(np.eye(2), np.eye(2), np.zeros((1, 2), int), backend="cuda")
+
+
+def test_precision_selection(monkeypatch):
+    monkeypatch.delenv("SKDPTEST_HSIC_PRECISION", raising=False)
+    assert hsic_mod._resolve_precision("auto", "numba") == "float32"
+    assert hsic_mod._resolve_precision("auto", "numpy") == "float64"
+    assert hsic_mod._resolve_precision("float64", "numba") == "float64"
+    assert hsic_mod._resolve_precision("float32", "numba") == "float32"
+    monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", "float64")
+    assert hsic_mod._resolve_precision("auto", "numba") == "float64"
+    with pytest.raises(ValueError, match="precision must be 'auto', 'float32' or 'float64'"):
+        hsic_mod._resolve_precision("float16", "numba")
+    with pytest.raises(ValueError, match="float32' needs the numba backend"):
+        hsic_mod._resolve_precision("float32", "numpy")
+    monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", "half")
+    with pytest.raises(ValueError, match="got 'half'"):
+        hsic_mod._resolve_precision("auto", "numba")
 
 
 def test_backend_selection(monkeypatch):
@@ -308,3 +326,148 @@ def test_cyclic_estimator():
     with pytest.raises(TypeError, match="cyclic must be a bool"):
         DPHSICTest(cyclic="yes", budget=budget).fit(X, y)
     assert budget.spent[0] == 1.0
+
+
+# -- certified float32 path (numba) --------------------------------------------------------
+
+def _fit(monkeypatch, X, y, seed, B, precision, **params):
+    """Fit with the numba backend at the given precision; also report whether
+    the certified path ran and which indices it refined."""
+    monkeypatch.setenv("SKDPTEST_HSIC_BACKEND", "numba")
+    monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", precision)
+    seen = {"certified": False, "refined": []}
+    make_result = hsic_mod.make_result
+
+    def spy(*args, bounds=None, refine=None, **kwargs):
+        if refine is not None:
+            seen["certified"] = True
+            inner = refine
+
+            def refine(idx):
+                seen["refined"].extend(idx.tolist())
+                return inner(idx)
+
+        return make_result(*args, bounds=bounds, refine=refine, **kwargs)
+
+    monkeypatch.setattr(hsic_mod, "make_result", spy)
+    res = DPHSICTest(n_permutations=B, random_state=seed, **params).test(X, y)
+    monkeypatch.setattr(hsic_mod, "make_result", make_result)
+    return res, seen
+
+
+def _both(monkeypatch, X, y, seed, B, **params):
+    ref, seen64 = _fit(monkeypatch, X, y, seed, B, "float64", **params)
+    res, seen32 = _fit(monkeypatch, X, y, seed, B, "float32", **params)
+    assert not seen64["certified"] and seen32["certified"]
+    return ref, res, seen32
+
+
+@pytest.mark.parametrize("seed, n, dep, B, params", [
+    (0, 200, 0.0, 300, {}),
+    (1, 300, 0.4, 200, {}),
+    (2, 250, 2.0, 500, {}),
+    (3, 400, 0.0, 499, {"kernel": "laplacian", "epsilon": 5.0}),
+    (4, 150, 0.2, 400, {"epsilon": 0.1, "delta": 0.1}),
+])
+def test_certified_float32_release_equals_float64(monkeypatch, seed, n, dep, B, params):
+    pytest.importorskip("numba")
+    X, y = data(n, seed=seed, dep=dep)
+    ref, res, _ = _both(monkeypatch, X, y, seed, B, **params)
+    assert res == ref  # p-value, noisy statistic, decision: identical
+
+
+def test_certified_float32_release_equals_float64_multioutput_y(monkeypatch):
+    pytest.importorskip("numba")
+    X, y = data(180, seed=7, dep=0.3)
+    Y = np.c_[y, np.sin(3 * y)]
+    ref, res, _ = _both(monkeypatch, X, Y, 7, 300, y_kernel="laplacian")
+    assert res == ref
+
+
+@pytest.mark.parametrize("safety", [1e5, 1e12])
+def test_forced_refinement_still_equals_float64(monkeypatch, safety):
+    # An inflated bound leaves many comparisons undecided (for 1e12 all but
+    # those whose noise alone exceeds the noisy observed statistic: the lower
+    # ends are 0); their exact recomputation gives the float64 release again.
+    pytest.importorskip("numba")
+    monkeypatch.setattr(hsic_mod, "_F32_BOUND_SAFETY", safety)
+    for seed, dep in [(0, 0.0), (1, 0.5)]:
+        X, y = data(200, seed=seed, dep=dep)
+        ref, res, seen = _both(monkeypatch, X, y, seed, 300)
+        assert res == ref
+        refined = seen["refined"]
+        assert len(refined) == len(set(refined)) and min(refined) >= 1
+        if safety == 1e12:
+            assert len(refined) >= 200
+        else:  # some comparisons decided by the enclosures, some refined
+            assert 20 <= len(refined) <= 200
+
+
+def _matrices(n, seed, tiny=False):
+    rng = np.random.default_rng(seed)
+    Kc = hsic_mod._double_centre(rbf_kernel(rng.normal(size=(n, 3)), gamma=0.7))
+    if tiny:  # entries down to float32 subnormals and below
+        A = 10.0 ** rng.uniform(-47, 0, size=(n, n))
+        L = np.ascontiguousarray((A + A.T) / 2)
+    else:
+        L = rbf_kernel(rng.normal(size=(n, 1)) * 3, gamma=1.3)
+    return Kc, L
+
+
+@pytest.mark.parametrize("seed, tiny", [(0, False), (1, False), (2, True)])
+def test_float32_error_bound_holds(seed, tiny):
+    pytest.importorskip("numba")
+    n = 160
+    Kc, L = _matrices(n, seed, tiny)
+    perms = draw_permutations(n, 48, np.random.default_rng(seed))
+    kernel = hsic_mod._get_numba_kernel()
+    approx = kernel(Kc.astype(np.float32), L.astype(np.float32), perms)
+    computed = kernel(Kc, L, perms)
+    exact = np.array([math.fsum((Kc * L[np.ix_(p, p)]).ravel()) for p in perms])
+    eta, _ = hsic_mod._float32_error_bound(Kc, L)
+    assert np.all(np.abs(approx - exact) <= eta)
+    assert np.all(np.abs(approx - computed) <= eta)
+    # and the bound is at float32 resolution, not vacuous
+    s = np.abs(Kc).sum() * np.abs(L).max()
+    assert eta <= 1e-6 * s
+    assert np.max(np.abs(approx - exact)) > 0  # the float32 rounding is really there
+
+
+def test_certified_enclosures_and_refinement():
+    # The enclosures contain the float64 kernel's statistics; refine returns
+    # exactly those (a permutation's value does not depend on the others in
+    # the call); the observed statistic is exact.
+    pytest.importorskip("numba")
+    n = 500
+    Kc, L = _matrices(n, 3)
+    perms = draw_permutations(n, 200, np.random.default_rng(3))
+    stats64 = hsic_mod._stat(permutation_traces(Kc, L, perms, backend="numba"), n)
+    stats, (lower, upper), refine = hsic_mod._certified_statistics(Kc, L, perms)
+    assert stats[0] == stats64[0] == lower[0] == upper[0]
+    assert np.all(lower <= stats64) and np.all(stats64 <= upper)
+    assert np.all(lower <= stats) and np.all(stats <= upper)
+    idx = np.array([200, 3, 57, 58, 1])
+    np.testing.assert_array_equal(refine(idx), stats64[idx])
+    np.testing.assert_array_equal(refine(np.arange(1, 201)), stats64[1:])
+    # The enclosures are far narrower than the Laplace noise at epsilon = 1:
+    # a comparison is left undecided with probability about width / scale.
+    scale = laplace_scale(hsic_sensitivity(n, math.sqrt(2), math.sqrt(2)), 1.0, 0.0)
+    assert np.max(upper[1:] - lower[1:]) < 1e-3 * scale
+
+
+def test_certified_path_keeps_float64_for_huge_kernel_values():
+    Kc = np.eye(4) * 2.0**101
+    perms = draw_permutations(4, 3, np.random.default_rng(0))
+    assert hsic_mod._certified_statistics(Kc, np.eye(4), perms) is None
+    pytest.importorskip("numba")
+    X, y = data(20)
+    kx, _ = _kernels(X, y[:, None])
+
+    def run(precision):
+        return hsic_mod._hsic_statistics(X, y[:, None], 5, np.random.default_rng(0), kx,
+                                         lambda Y: (Y @ Y.T) * 2.0**110, backend="numba",
+                                         precision=precision)
+
+    stats, bounds, refine = run("float32")
+    assert bounds is None and refine is None
+    np.testing.assert_array_equal(stats, run("float64")[0])

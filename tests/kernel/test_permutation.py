@@ -71,3 +71,81 @@ def test_make_result_fields():
 def test_bad_statistics_shape():
     with pytest.raises(ValueError, match="at least 2 values"):
         dp_permutation_pvalue(np.array([1.0]), 1.0, 1.0, 0.0, np.random.default_rng(0))
+
+
+# -- certified approximate statistics (bounds + refine) ---------------------------------------
+
+def _enclosures(exact, rng, width):
+    # random enclosures, each side between width / 2 and width (index 0 exact)
+    lower = exact - width * (0.5 + 0.5 * rng.random(exact.size))
+    upper = exact + width * (0.5 + 0.5 * rng.random(exact.size))
+    lower[0] = upper[0] = exact[0]
+    approx = np.where(rng.random(exact.size) < 0.5, lower, upper)
+    approx[0] = exact[0]
+    return approx, (lower, upper)
+
+
+@pytest.mark.parametrize("width", [0.0, 1e-3, 0.05, 1.0, 100.0])
+def test_bounds_and_refine_give_the_exact_release(width):
+    # Same seed, same release as from the exact statistics, whatever the
+    # enclosure widths; only the undecided comparisons are refined.
+    for seed in range(20):
+        rng = np.random.default_rng(100 + seed)
+        exact = rng.normal(size=41) * 0.1
+        approx, (lower, upper) = _enclosures(exact, rng, width)
+        asked = []
+
+        def refine(idx, exact=exact, asked=asked):
+            asked.append(idx.copy())
+            return exact[idx]
+
+        ref = dp_permutation_pvalue(exact, 0.05, 1.0, 0.0, np.random.default_rng(seed))
+        got = dp_permutation_pvalue(approx, 0.05, 1.0, 0.0, np.random.default_rng(seed),
+                                    bounds=(lower, upper), refine=refine)
+        assert got == ref
+        noise = np.random.default_rng(seed).laplace(0.0, 0.1, size=41)
+        t0 = exact[0] + noise[0]
+        undecided = np.flatnonzero(~(lower[1:] + noise[1:] >= t0)
+                                   & ~(upper[1:] + noise[1:] < t0)) + 1
+        if undecided.size:
+            assert len(asked) == 1
+            np.testing.assert_array_equal(asked[0], undecided)
+        else:
+            assert asked == []
+        if width == 0.0:
+            assert asked == []
+        if width == 100.0:  # nothing decided without refinement
+            np.testing.assert_array_equal(asked[0], np.arange(1, 41))
+
+
+def test_make_result_passes_bounds_and_refine():
+    exact = np.array([5.0, 1.0, 2.0, 4.9])
+    lower, upper = exact - 10.0, exact + 10.0
+    lower[0] = upper[0] = exact[0]
+    asked = []
+
+    def refine(idx):
+        asked.append(idx.copy())
+        return exact[idx]
+
+    kwargs = dict(epsilon=2.0, delta=0.0, alpha=0.4, n_samples=7, method="x")
+    ref = make_result(exact, 0.5, rng=np.random.default_rng(3), **kwargs)
+    res = make_result(np.zeros(4) + exact[0], 0.5, rng=np.random.default_rng(3),
+                      bounds=(lower, upper), refine=refine, **kwargs)
+    assert res == ref
+    np.testing.assert_array_equal(asked[0], [1, 2, 3])
+
+
+def test_bounds_errors():
+    rng = np.random.default_rng(0)
+    s = np.array([1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="bounds and refine must be given together"):
+        dp_permutation_pvalue(s, 1.0, 1.0, 0.0, rng, bounds=(s, s))
+    with pytest.raises(ValueError, match="bounds and refine must be given together"):
+        dp_permutation_pvalue(s, 1.0, 1.0, 0.0, rng, refine=lambda idx: s[idx])
+    with pytest.raises(ValueError, match="bounds must be two arrays of the shape"):
+        dp_permutation_pvalue(s, 1.0, 1.0, 0.0, rng, bounds=(s[:2], s[:2]),
+                              refine=lambda idx: s[idx])
+    with pytest.raises(ValueError, match=r"refine returned shape \(1,\) for 2 indices"):
+        dp_permutation_pvalue(s, 1.0, 1.0, 0.0, rng, bounds=(s - 1e9, s + 1e9),
+                              refine=lambda idx: s[:1])
