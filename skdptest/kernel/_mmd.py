@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from scipy import sparse
@@ -24,6 +26,9 @@ __all__ = ["DPMMDTest", "mmd_permutation_statistics", "mmd_sensitivity"]
 # it and it fits in this many bytes; otherwise kernel blocks are evaluated on
 # the fly (blocked path, never holding it).
 MAX_KERNEL_BYTES = 256 * 2**20
+# With one column chunk and a kernel matrix up to this size, its blocks are
+# evaluated while the coefficients are drawn in a thread (then held together).
+PREFETCH_KERNEL_BYTES = 32 * 2**20
 # Bound on the float64 coefficient matrix V (N x columns) held at once.
 MAX_COLUMN_BYTES = 256 * 2**20
 # k-sample with more groups than this: one sparse product per relabelling.
@@ -70,10 +75,12 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
     ``K[r, s]`` with ``r <= s`` are used (off-diagonal ones twice), so the
     floating-point work is ``(1 + 1/n_blocks) N^2 C`` instead of the ``2 N^2 C``
     of one ``N x N`` by ``N x C`` product, and each kernel block is evaluated
-    once. With a single column chunk the kernel matrix is never held (blocks
-    are evaluated on the fly); with several chunks it is held, to be reused,
-    only if it fits in ``max_kernel_bytes``, and otherwise re-evaluated block
-    by block for every chunk.
+    once. With a single column chunk the kernel matrix is held only if it fits
+    in ``PREFETCH_KERNEL_BYTES`` (32 MiB, N <= 2048; its blocks are then
+    evaluated while the chunk is drawn in a thread), else its blocks are
+    evaluated on the fly; with several chunks it is held, to be reused, only if
+    it fits in ``max_kernel_bytes``, and otherwise re-evaluated block by block
+    for every chunk.
 
     Parameters
     ----------
@@ -93,20 +100,30 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
     n = len(X)
     edges = _block_edges(n)
     pairs = [(i, j) for i in range(len(edges) - 1) for j in range(i, len(edges) - 1)]
+    columns = iter(columns)
+    first = None
     if n_chunks > 1 and 8 * n * n <= max_kernel_bytes:
         K = kernel(X)
 
         def block(i, j):
             return K[edges[i]:edges[i + 1], edges[j]:edges[j + 1]]
+    elif n_chunks == 1 and 8 * n * n <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes):
+        # Small kernel, one chunk: draw the coefficients in a thread while the
+        # (mostly single-threaded: exp) kernel blocks are evaluated; numpy's
+        # bounded integers and partition release the GIL.
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(next, columns)
+            blocks = {(i, j): _kernel_block(X, kernel, edges, i, j) for i, j in pairs}
+            first = first.result()
+
+        def block(i, j):
+            return blocks[i, j]
     else:
         def block(i, j):
-            rows = X[edges[i]:edges[i + 1]]
-            if i == j:
-                return kernel(rows)
-            return kernel(rows, X[edges[j]:edges[j + 1]])
+            return _kernel_block(X, kernel, edges, i, j)
 
     out = []
-    for V in columns:
+    for V in columns if first is None else itertools.chain([first], columns):
         q = np.zeros(V.shape[1])
         for i, j in pairs:
             P = block(i, j) @ V[edges[j]:edges[j + 1]]
@@ -117,6 +134,13 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
                 q += 2.0 * part
         out.append(q)
     return np.concatenate(out)
+
+
+def _kernel_block(X, kernel, edges, i, j):
+    rows = X[edges[i]:edges[i + 1]]
+    if i == j:
+        return kernel(rows)
+    return kernel(rows, X[edges[j]:edges[j + 1]])
 
 
 def _smallest_int_dtype(n_values):
@@ -423,8 +447,10 @@ class DPMMDTest(BasePrivateTest):
     random 32-bit keys, selected by ``np.partition``, with exact rejection of
     ties; more groups: ``Generator.permuted`` shuffles its rows); the kernel is
     evaluated in blocks, symmetrically (about half the work of the full
-    product), and the N x N matrix is never held unless several column chunks
-    must reuse it and it fits in ``MAX_KERNEL_BYTES`` (256 MiB). With more than
+    product), and the N x N matrix is never held unless it is small (32 MiB:
+    its blocks are then evaluated while the relabellings are drawn in a thread)
+    or several column chunks must reuse it and it fits in ``MAX_KERNEL_BYTES``
+    (256 MiB). With more than
     ``MANY_GROUPS`` (16) groups, each relabelling costs one sparse one-hot by
     kernel product instead (O(N^2) rather than O(G N^2)).
 
