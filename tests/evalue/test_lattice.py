@@ -240,3 +240,20 @@ def test_constant_statistic_releases_nothing():
                             random_state=0)
     r = est.fit(np.array([[0], [1], [2]])).result_
     assert (r.log_e_value, r.noise_scale) == (0.0, 0.0)
+
+
+@pytest.mark.slow
+def test_validity_gaussian_on_the_fft_path_at_n_600():
+    """n = 600 (a lattice of 19 201 points): Σ_y f_P(y) E(y) with f_P from an
+    independent law of the sum (repeated direct convolutions), the alternative's
+    releases lying where the null density is about e^-60."""
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    n = 600
+    p, _ = model.cell_masses(n)
+    law = np.array([1.0])
+    for _ in range(n):
+        law = np.convolve(law, p)
+    total = _validity_sum(model, law, n, model.noise_rate(n))
+    assert total <= 1.0
+    assert total == pytest.approx(1.0, abs=1e-6)
