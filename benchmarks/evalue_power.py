@@ -118,7 +118,7 @@ def lattice_epower(laws, n, epsilon=EPS):
     null, bound of untrusted terms, deflated numerator); the resulting log E is
     checked against the shipped ``log_lr`` at a few points."""
     model = LatticeExact(laws, epsilon)
-    log_p, log_q, bound_p, rel = model.log_laws(n)
+    log_p, log_q, bound_p, _, rel = model.log_laws(n)
     rate = model.noise_rate(n)
     pad = int(60 / rate) + 1
     ys, lq = _lattice_log_densities(log_q, rate, pad)

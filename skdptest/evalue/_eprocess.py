@@ -97,8 +97,10 @@ class _Plan:
         """Released log e-values of one batch: (against P, against Q or None)."""
         n = Xb.shape[0]
         if self.exact is not None:
-            ell = self.exact.batch_log_e(Xb, self.epsilon, rng)
-            return ell, (-ell if self.two_sided else None)
+            # one release serves both directions; each e-value carries its own
+            # conservative guard (the lattice's is not symmetric)
+            log_p, log_q = self.exact.batch_log_e_both(Xb, self.epsilon, rng)
+            return log_p, (log_q if self.two_sided else None)
         L = self.laws.log_ratio(Xb)
         log_p, _ = release(self.stat.log_e(L), self.stat, self.bet(self.laws, self.stat, n),
                            self.eps_stat, rng)

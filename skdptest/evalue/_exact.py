@@ -93,8 +93,14 @@ class BinaryExact:
 
     def batch_log_e(self, X, epsilon, rng):
         """Release one batch and return its log e-value against P."""
+        return self.batch_log_e_both(X, epsilon, rng)[0]
+
+    def batch_log_e_both(self, X, epsilon, rng):
+        """Release one batch; its log e-values against P and against Q (the
+        reciprocal: both densities are exact mixtures, no guard to orient)."""
         y = self.release(self.count(X), epsilon, rng)
-        return float(self.log_lr(y, X.shape[0], epsilon)[0])
+        ell = float(self.log_lr(y, X.shape[0], epsilon)[0])
+        return ell, -ell
 
     def log_lr(self, y, n, epsilon):
         """log f_Q(y) − log f_P(y): the log e-value against P of the release y."""

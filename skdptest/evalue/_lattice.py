@@ -145,6 +145,10 @@ class LatticeExact:
             logm = np.log(masses)
         support = j[masses > 0]
         size_t = n * (masses.size - 1) + 1
+        if support[0] == support[-1]:  # a point mass: T = n * support exactly
+            best = np.full(size_t, -np.inf)
+            best[n * support[0]] = 0.0
+            return best, np.full(size_t, -np.inf), 0.0
         size = sp_fft.next_fast_len(size_t, real=True)
         err = n * _FFT_ERR_PER_ROW
         trust = min(err * _FFT_REL, 0.5)
@@ -236,14 +240,15 @@ class LatticeExact:
         return optimize.brentq(gap, lo, hi, xtol=1e-12)
 
     def log_laws(self, n):
-        """Cached (log law of T under P, under Q, log bound of P's untrusted values,
-        relative error of the trusted values: 0 for direct convolutions)."""
+        """Cached (log law of T under P, under Q, log bounds of P's and of Q's
+        untrusted values, relative error of the trusted values: 0 for direct
+        convolutions)."""
         def compute():
             p, q = self.cell_masses(n)
-            if p.size == 1 or n * (p.size - 1) + 1 <= _DIRECT_MAX:
+            if n * (p.size - 1) + 1 <= _DIRECT_MAX:
                 log_p, bound_p = self._log_law_of_sum(p, n)
-                log_q, _ = self._log_law_of_sum(q, n)
-                return log_p, log_q, bound_p, 0.0
+                log_q, bound_q = self._log_law_of_sum(q, n)
+                return log_p, log_q, bound_p, bound_q, 0.0
             # trusted windows over the bulk of both laws and between them (40 s.d.
             # beyond: probability below e^-800 under both); bounds elsewhere
             j = np.arange(p.size)
@@ -252,8 +257,8 @@ class LatticeExact:
                    for w, m in zip((p, q), means, strict=True)]
             cover = (min(means) - 40 * max(sds), max(means) + 40 * max(sds))
             log_p, bound_p, rel_p = self._log_law_of_sum_fft(p, n, cover)
-            log_q, _, rel_q = self._log_law_of_sum_fft(q, n, cover)
-            return log_p, log_q, bound_p, max(rel_p, rel_q)
+            log_q, bound_q, rel_q = self._log_law_of_sum_fft(q, n, cover)
+            return log_p, log_q, bound_p, bound_q, max(rel_p, rel_q)
 
         return _cached(("lattice", id(self), n), (self,), compute)
 
@@ -279,9 +284,13 @@ class LatticeExact:
 
     def batch_log_e(self, X, epsilon, rng):
         """Release one batch and return its log e-value against P."""
+        return self.batch_log_e_both(X, epsilon, rng)[0]
+
+    def batch_log_e_both(self, X, epsilon, rng):
+        """Release one batch; its log e-values against P and against Q."""
         n = X.shape[0]
         y = self.release(self.count(X, n), epsilon, rng, n)
-        return float(self.log_lr(y, n)[0])
+        return float(self.log_lr(y, n)[0]), float(self.log_lr(y, n, against="Q")[0])
 
     def log_density(self, y, log_law, n):
         """log f(y) of the release, vectorised over y (in blocks, bounded memory)."""
@@ -296,20 +305,32 @@ class LatticeExact:
             out[start:start + block] = special.logsumexp(terms, axis=1)
         return out + math.log(math.tanh(rate / 2))
 
-    def log_lr(self, y, n, epsilon=None):
-        """log f_Q(y) − log f_P(y), with a conservative guard on the null density.
+    def _bracket(self, y, log_law, bound, rel, n):
+        """(lower, upper) bounds of log f(y): the computed density deflated, resp.
+        inflated by the relative guard, plus every untrusted term's bound."""
+        f = self.log_density(y, log_law, n)
+        lower = f + math.log1p(-_REL_GUARD) - math.log1p(rel)
+        upper = f + math.log1p(_REL_GUARD) - math.log1p(-rel)
+        if np.isfinite(bound).any():
+            upper = np.logaddexp(upper, self.log_density(y, bound, n))
+        return lower, upper
 
-        The null density is inflated by a relative 1e-9 (rounding of the direct
-        convolutions) and the certified relative error of the FFT path (1e-8), plus
-        the largest value any underflowed or untrusted term could have had, so it is
-        never underestimated; the numerator is deflated by the same relative amounts.
+    def log_lr(self, y, n, epsilon=None, against="P"):
+        """Log e-value of the release y: log f_Q(y) − log f_P(y) against P (default),
+        its reciprocal against Q, each with a conservative guard.
+
+        The denominator's density (P's against P, Q's against Q) is inflated by a
+        relative 1e-9 (rounding of the direct convolutions) and the certified
+        relative error of the FFT path (1e-8), plus the largest value any underflowed
+        or untrusted term could have had, so it is never underestimated; the
+        numerator is deflated by the same relative amounts.
         """
         y = np.atleast_1d(np.asarray(y, dtype=float))
         if self._grid(n)[2] == 0:
             return np.zeros(y.shape)
-        log_p, log_q, bound_p, rel = self.log_laws(n)
-        lp = self.log_density(y, log_p, n) + math.log1p(_REL_GUARD) - math.log1p(-rel)
-        if np.isfinite(bound_p).any():
-            lp = np.logaddexp(lp, self.log_density(y, bound_p, n))
-        lq = self.log_density(y, log_q, n) + math.log1p(-_REL_GUARD) - math.log1p(rel)
-        return lq - lp
+        if against not in ("P", "Q"):
+            raise ValueError(f"against must be 'P' or 'Q', got {against!r}.")
+        log_p, log_q, bound_p, bound_q, rel = self.log_laws(n)
+        lp_lo, lp_hi = self._bracket(y, log_p, bound_p, rel, n)
+        lq_lo, lq_hi = self._bracket(y, log_q, bound_q, rel, n)
+        return lq_lo - lp_hi if against == "P" else lp_lo - lq_hi

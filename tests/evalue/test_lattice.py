@@ -257,3 +257,50 @@ def test_validity_gaussian_on_the_fft_path_at_n_600():
     total = _validity_sum(model, law, n, model.noise_rate(n))
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)
+
+
+def _validity_sum_against_q(model, law_q, n, rate):
+    """Σ_y f_Q(y) E_Q(y) for the reciprocal e-value, f_Q from an independent law."""
+    t = np.arange(law_q.size)
+    ys = np.arange(-int(60 / rate), law_q.size + int(60 / rate))
+    f_q = np.array([np.dot(law_q, _geometric_pmf(y - t, rate)) for y in ys])
+    return float(np.sum(f_q * np.exp(model.log_lr(ys, n, against="Q"))))
+
+
+@pytest.mark.parametrize("n", [4, 150])
+def test_reciprocal_is_valid_against_q_with_its_own_guard(n):
+    """Two-sided use: the e-value against Q inflates Q's density (not P's), on the
+    direct (n = 4) and FFT (n = 150) paths."""
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    model = LatticeExact(make_laws(null, alt), 1.0)
+    _, q = model.cell_masses(n)
+    law = np.array([1.0])
+    for _ in range(n):
+        law = np.convolve(law, q)
+    total = _validity_sum_against_q(model, law, n, model.noise_rate(n))
+    assert total <= 1.0
+    assert total == pytest.approx(1.0, abs=1e-6)
+
+
+def test_reciprocal_guard_is_oriented(monkeypatch):
+    monkeypatch.setattr(lattice_module, "_REL_GUARD", 0.5)
+    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
+    log_p, log_q = model.log_laws(5)[:2]
+    y = np.array([10.0])
+    raw = model.log_density(y, log_p, 5) - model.log_density(y, log_q, 5)
+    against_q = model.log_lr(y, 5, against="Q")[0]
+    assert against_q < raw[0]
+    assert against_q < -model.log_lr(y, 5)[0]  # tighter than the plain reciprocal
+    with pytest.raises(ValueError, match="against must be 'P' or 'Q'"):
+        model.log_lr(y, 5, against="R")
+
+
+def test_two_sided_eprocess_exact_lattice_accepts_p():
+    """Gaussian stream from P, two-sided exact mode: the reciprocal (against Q)
+    process accepts P, and under Q it rejects P."""
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    rng = np.random.default_rng(7)
+    proc = PrivateEProcess(null, alt, statistic="exact", alpha=0.05, beta=0.05,
+                           max_samples=2000, random_state=np.random.default_rng(8))
+    assert proc.fit(rng.normal(size=(2000, 1))).decision() == "accept"
+    assert proc.fit(rng.normal(0.5, 1, size=(2000, 1))).decision() == "reject"
