@@ -19,12 +19,21 @@ def _geometric_pmf(z, rate):
     return (1 - a) / (1 + a) * np.exp(-rate * np.abs(z))
 
 
-def _validity_sum(model, law_p, n, rate):
-    """Σ_y f_P(y) E(y) with f_P built from an independent law of T."""
-    t = np.arange(law_p.size)
-    ys = np.arange(-int(60 / rate), law_p.size + int(60 / rate))
-    f_p = np.array([np.dot(law_p, _geometric_pmf(y - t, rate)) for y in ys])
-    return float(np.sum(f_p * np.exp(model.log_lr(ys, n))))
+def _validity_sum(model, law, n, rate, against="P"):
+    """Σ_y f(y) E(y) with f built from an independent law of T under the hypothesis
+    the e-value is against."""
+    t = np.arange(law.size)
+    ys = np.arange(-int(60 / rate), law.size + int(60 / rate))
+    f = np.array([np.dot(law, _geometric_pmf(y - t, rate)) for y in ys])
+    return float(np.sum(f * np.exp(model.log_lr(ys, n, against=against))))
+
+
+def _law_of_sum(masses, n):
+    """Law of T, by n direct convolutions (independent of the shipped code)."""
+    law = np.array([1.0])
+    for _ in range(n):
+        law = np.convolve(law, masses)
+    return law
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -61,11 +70,8 @@ def test_gaussian_cell_masses_match_independent_normal_cdfs():
 def test_validity_gaussian_with_independent_law_of_the_sum(n):
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
-    p, _ = model.cell_masses(n)
-    law = np.array([1.0])
-    for _ in range(n):
-        law = np.convolve(law, p)
-    total = _validity_sum(model, law, n, model.noise_rate(n))
+    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[0], n), n,
+                          model.noise_rate(n))
     assert total <= 1.0 + 1e-12
     assert total == pytest.approx(1.0, abs=1e-8)
 
@@ -176,11 +182,8 @@ def test_validity_gaussian_on_the_fft_path():
     model = LatticeExact(make_laws(null, alt), 1.0)
     n = 150
     assert n * model.steps(n) + 1 > lattice_module._DIRECT_MAX
-    p, _ = model.cell_masses(n)
-    law = np.array([1.0])
-    for _ in range(n):
-        law = np.convolve(law, p)
-    total = _validity_sum(model, law, n, model.noise_rate(n))
+    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[0], n), n,
+                          model.noise_rate(n))
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)
 
@@ -250,21 +253,10 @@ def test_validity_gaussian_on_the_fft_path_at_n_600():
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
     n = 600
-    p, _ = model.cell_masses(n)
-    law = np.array([1.0])
-    for _ in range(n):
-        law = np.convolve(law, p)
-    total = _validity_sum(model, law, n, model.noise_rate(n))
+    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[0], n), n,
+                          model.noise_rate(n))
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)
-
-
-def _validity_sum_against_q(model, law_q, n, rate):
-    """Σ_y f_Q(y) E_Q(y) for the reciprocal e-value, f_Q from an independent law."""
-    t = np.arange(law_q.size)
-    ys = np.arange(-int(60 / rate), law_q.size + int(60 / rate))
-    f_q = np.array([np.dot(law_q, _geometric_pmf(y - t, rate)) for y in ys])
-    return float(np.sum(f_q * np.exp(model.log_lr(ys, n, against="Q"))))
 
 
 @pytest.mark.parametrize("n", [4, 150])
@@ -273,11 +265,8 @@ def test_reciprocal_is_valid_against_q_with_its_own_guard(n):
     direct (n = 4) and FFT (n = 150) paths."""
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
-    _, q = model.cell_masses(n)
-    law = np.array([1.0])
-    for _ in range(n):
-        law = np.convolve(law, q)
-    total = _validity_sum_against_q(model, law, n, model.noise_rate(n))
+    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[1], n), n,
+                          model.noise_rate(n), against="Q")
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)
 
