@@ -201,15 +201,6 @@ def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
     assert proc.fit(rng.normal(0.5, 1, size=(300, 1))).decision() == "reject"
 
 
-def test_guard_keeps_the_null_density_conservative(monkeypatch):
-    monkeypatch.setattr(lattice_module, "_REL_GUARD", 0.5)
-    model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
-    log_p, log_q = model.log_laws(5)[:2]
-    y = np.array([10.0])
-    raw = model.log_density(y, log_q, 5) - model.log_density(y, log_p, 5)
-    assert model.log_lr(y, 5)[0] < raw[0]
-
-
 def test_tilted_law_of_the_sum_is_accurate_far_in_the_tails():
     """Two cells {0, 1}: T is Binomial(n, p); compare with scipy's logpmf down to e^-3000."""
     model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
@@ -271,15 +262,19 @@ def test_reciprocal_is_valid_against_q_with_its_own_guard(n):
     assert total == pytest.approx(1.0, abs=1e-6)
 
 
-def test_reciprocal_guard_is_oriented(monkeypatch):
+def test_guards_keep_each_denominator_conservative(monkeypatch):
+    """Against P the null density is inflated, against Q the alternative's: each
+    e-value is below its raw likelihood ratio, and the e-value against Q is below
+    the plain reciprocal of the one against P."""
     monkeypatch.setattr(lattice_module, "_REL_GUARD", 0.5)
     model = LatticeExact(make_laws(stats.norm(0, 1), stats.norm(0.5, 1)), 1.0)
     log_p, log_q = model.log_laws(5)[:2]
     y = np.array([10.0])
-    raw = model.log_density(y, log_p, 5) - model.log_density(y, log_q, 5)
-    against_q = model.log_lr(y, 5, against="Q")[0]
-    assert against_q < raw[0]
-    assert against_q < -model.log_lr(y, 5)[0]  # tighter than the plain reciprocal
+    raw = model.log_density(y, log_q, 5) - model.log_density(y, log_p, 5)
+    against_p, against_q = model.log_lr(y, 5)[0], model.log_lr(y, 5, against="Q")[0]
+    assert against_p < raw[0]
+    assert against_q < -raw[0]
+    assert against_q < -against_p
     with pytest.raises(ValueError, match="against must be 'P' or 'Q'"):
         model.log_lr(y, 5, against="R")
 
