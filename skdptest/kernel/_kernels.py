@@ -129,6 +129,14 @@ def _gp_nonnegative(kernel):
     return False
 
 
+def _check_positive_real(value, name, expected):
+    """``value`` must be a finite real number > 0 (bool refused)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}.")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value}.")
+
+
 def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
     """Static checks of a kernel specification (no data needed).
 
@@ -142,13 +150,7 @@ def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
         )
     params = {} if kernel_params is None else kernel_params
     if kernel_bound is not None:
-        if isinstance(kernel_bound, bool) or not isinstance(kernel_bound, Real):
-            raise TypeError(
-                f"{bound_name} must be None or a real number, "
-                f"got {type(kernel_bound).__name__}."
-            )
-        if not (math.isfinite(kernel_bound) and kernel_bound > 0):
-            raise ValueError(f"{bound_name} must be finite and > 0, got {kernel_bound}.")
+        _check_positive_real(kernel_bound, bound_name, "None or a real number")
     if isinstance(kernel, str):
         if kernel not in PAIRWISE_KERNEL_FUNCTIONS:
             raise ValueError(
@@ -176,13 +178,7 @@ def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
                     f"{sorted(_MEDIAN_KERNELS)} only, not {name}={kernel!r}."
                 )
         elif kernel in _GAMMA_KERNELS and gamma is not None:
-            if isinstance(gamma, bool) or not isinstance(gamma, Real):
-                raise TypeError(
-                    f"{params_name}['gamma'] must be a real number, "
-                    f"got {type(gamma).__name__}."
-                )
-            if not (math.isfinite(gamma) and gamma > 0):
-                raise ValueError(f"{params_name}['gamma'] must be finite and > 0, got {gamma}.")
+            _check_positive_real(gamma, f"{params_name}['gamma']", "a real number")
         if kernel in _UNBOUNDED and kernel_bound is None:
             raise ValueError(
                 f"{name}={kernel!r} has no bound on k(x, x) over an unbounded domain, so "
