@@ -175,7 +175,7 @@ class LatticeExact:
             idx = ok[take]
             dist[idx] = d[take]
             best[idx] = np.log(law[idx]) + n * log_mgf - theta * idx
-            tilts.append((n * target, theta, log_peak + n * log_mgf))
+            tilts.append((theta, log_peak + n * log_mgf))
             if target >= hi:
                 break
             sd = math.sqrt(max(float(np.dot(w, (j - np.dot(w, j)) ** 2)), 1e-300) / n)
@@ -184,10 +184,10 @@ class LatticeExact:
         # so each tilt gives a valid bound; the smallest is kept
         bound = np.full(size_t, -np.inf)
         out = np.flatnonzero(~np.isfinite(dist))
-        for _, theta, base in tilts:
-            if out.size:
-                b = math.log(trust + err) + base - theta * out
-                bound[out] = np.where(np.isfinite(bound[out]), np.minimum(bound[out], b), b)
+        low = np.full(out.size, np.inf)
+        for theta, base in tilts:  # one pass per tilt: memory stays O(size)
+            np.minimum(low, base - theta * out, out=low)
+        bound[out] = math.log(trust + err) + low
         return best, bound, err / trust
 
     def _log_law_of_sum(self, masses, n, n_tilts=24):
