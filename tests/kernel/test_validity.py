@@ -68,23 +68,25 @@ def test_mmd_three_sample_type_one_error(kind):
 def test_hsic_type_one_error(kind, epsilon):
     rng = np.random.default_rng([10 + SCENARIOS.index(kind), int(epsilon > 1)])
     est = DPHSICTest(epsilon=epsilon, alpha=ALPHA, n_permutations=99)
+    rejections = _hsic_rejections(est, kind, rng, 50, 2)
+    assert LOWER <= rejections <= LIMIT, (rejections, LOWER, LIMIT)
+
+
+def _hsic_rejections(est, kind, rng, n, y_dim):
+    """Rejections of ``est`` over REPS independent null pairs (X, Y)."""
     rejections = 0
     for rep in range(REPS):
-        X = _null_sample(kind, rng, 50)
-        Y = _null_sample(kind, rng, 50, d=2)
+        X = _null_sample(kind, rng, n)
+        Y = _null_sample(kind, rng, n, d=y_dim)
         rejections += est.set_params(random_state=rep).decision(X, Y)
-    assert LOWER <= rejections <= LIMIT, (rejections, LOWER, LIMIT)
+    return rejections
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "discrete_ties"])
 def test_hsic_cyclic_type_one_error(kind):
     rng = np.random.default_rng([30 + SCENARIOS.index(kind)])
     est = DPHSICTest(cyclic=True, alpha=ALPHA)
-    rejections = 0
-    for rep in range(REPS):
-        X = _null_sample(kind, rng, 60)
-        Y = _null_sample(kind, rng, 60, d=1)
-        rejections += est.set_params(random_state=rep).decision(X, Y)
+    rejections = _hsic_rejections(est, kind, rng, 60, 1)
     # n = 60 shifts: the level is floor(0.05 * 60) / 60 = 0.05 exactly
     assert LOWER <= rejections <= LIMIT, (rejections, LOWER, LIMIT)
 
