@@ -44,8 +44,11 @@ class EValueResult:
         Merging bet λ_b in (0, 1) (public: a function of n and the laws); None
         for ``statistic="exact"``, which does not merge.
     noise_scale : float
-        Scale of the Laplace noise (public: sensitivity / ε): in nats on the
-        merged log statistic, or in counts for ``statistic="exact"``.
+        Scale of the noise (public): the Laplace scale R_λ / ε, in nats, on the
+        merged log statistic; for ``statistic="exact"``, the reciprocal
+        sensitivity / ε of the rate of the two-sided geometric noise, in counts
+        (two-point laws) or lattice units (other laws), 0 when the statistic is
+        constant.
     method : str
         Name of the procedure.
     """

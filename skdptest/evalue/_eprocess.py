@@ -134,12 +134,13 @@ class PrivateEProcess(BasePrivateTest):
     epsilon : float, default=1.0
         ε of the whole stream (every row is used in exactly one batch).
     statistic : {"auto", "exact", "optimal", "tslr"}, default="auto"
-        Batch e-value. ``"exact"``: release the batch count plus Laplace(1/ε)
-        noise (two-point laws such as Bernoulli) or the lattice-quantised sum of
-        log E* plus two-sided geometric noise (other laws with an exact model) and
-        multiply by the exact likelihood ratio of the release; in two-sided mode
-        one release also gives the e-value against Q, so both directions use the
-        full ε. ``"optimal"``/``"tslr"``: the merged statistics of
+        Batch e-value. ``"exact"``: release the batch count plus two-sided
+        geometric noise at rate ε (two-point laws such as Bernoulli; the most
+        powerful ε-DP batch e-value at every batch size) or the lattice-quantised
+        sum of log E* plus two-sided geometric noise (other laws with an exact
+        model) and multiply by the exact likelihood ratio of the release; in
+        two-sided mode one release also gives the e-value against Q, so both
+        directions use the full ε. ``"optimal"``/``"tslr"``: the merged statistics of
         :class:`PrivateEValueTest`; two-sided mode then releases one statistic per
         direction at ε/2 each. ``"auto"``: ``"exact"`` for two-point laws (cheap),
         else ``"optimal"``. For continuous laws ``"exact"`` stops sooner (Gaussian

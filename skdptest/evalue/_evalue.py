@@ -119,9 +119,10 @@ class PrivateEValueTest(BasePrivateTest):
         families, crossings + cdfs for univariate continuous laws; refused
         otherwise). ``"tslr"``: e^{-η} + (1 − e^{-η}) min(1 + e^η, q/p) with
         η = ε/2, valid for any pair without a normaliser. ``"exact"`` (laws on
-        two points, e.g. Bernoulli): release the count plus Laplace(1/ε) noise and
-        return the likelihood ratio f_Q/f_P of that release, the most powerful
-        post-processing of it (no bet, no compensator).
+        two points, e.g. Bernoulli): release the count plus two-sided geometric
+        noise at rate ε and return the likelihood ratio f_Q/f_P of that release
+        (no bet, no compensator), the most powerful ε-DP e-value at every n for
+        two-point laws.
     bet : "auto" or float, default="auto"
         Merging bet λ in (0, 1). ``"auto"`` maximises the expected released log
         e-value under Q, a public function of n and the laws.
@@ -130,7 +131,7 @@ class PrivateEValueTest(BasePrivateTest):
     budget : PrivacyBudget, default=None
         Ledger charged ε before every fit and score.
     random_state : int, RandomState instance, Generator or None, default=None
-        Source of the Laplace noise. Fix it for reproducible experiments only.
+        Source of the noise. Fix it for reproducible experiments only.
 
     Attributes
     ----------
@@ -154,7 +155,7 @@ class PrivateEValueTest(BasePrivateTest):
     laws, the clip bounds otherwise). The number of rows is public.
 
     Validity: E_P[exp(Λ̃)] = (1 − λ + λ E_P[E])^n <= 1 exactly, at every n; for
-    ``statistic="exact"``, E_P[f_Q(Y)/f_P(Y)] = ∫ f_Q = 1.
+    ``statistic="exact"``, E_P[f_Q(Y)/f_P(Y)] = Σ_y f_Q(y) = 1.
 
     Power: the expected released log e-value under Q is
     n E_Q[log(1 − λ + λ E)] + log(1 − b²), close to n R_ε for large n.

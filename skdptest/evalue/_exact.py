@@ -2,14 +2,18 @@
 
 For laws on two points {x0, x1} the batch statistic Λ_n of any bet is an affine
 function of the count K = #{t : x_t = x1}, and its replace-one sensitivity is one
-count. Releasing Y = K + Laplace(1/ε) is therefore ε-DP, and the likelihood ratio
-of the release itself,
+count. Releasing Y = K + Z with Z two-sided geometric (discrete Laplace),
+P(Z = z) = tanh(ε/2) e^{−ε|z|} on the integers, is therefore ε-DP, and the
+likelihood ratio of the release itself,
 
-    E(Y) = f_Q(Y) / f_P(Y),   f(y) = Σ_k Binom(k; n, π) (ε/2) e^{−ε|y − k|},
+    E(y) = f_Q(y) / f_P(y),   f(y) = Σ_k Binom(k; n, π) tanh(ε/2) e^{−ε|y − k|},
 
-is an e-value (E_P[E] = ∫ f_Q = 1) and, by Neyman–Pearson, the most powerful
-post-processing of that release. Its reciprocal is an e-value against Q, so one
-release serves both directions of a two-sided test at the full ε.
+is an e-value (E_P[E] = Σ_y f_Q(y) = 1) and, by Neyman–Pearson, the most powerful
+post-processing of that release. With two-sided geometric noise it is more: for
+two-point laws this release with its exact likelihood ratio is the most powerful
+ε-DP e-value at every n (see doc/evalues.md, 'Finite-n optimality'). Its
+reciprocal is an e-value against Q, so one release serves both directions of a
+two-sided test at the full ε.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import math
 import numpy as np
 from scipy import special, stats
 
-from .._noise import laplace
+from .._noise import two_sided_geometric
 from ._laws import _DiscreteLaws
 
 __all__ = ["BinaryExact", "binary_exact", "exact_model"]
@@ -55,7 +59,12 @@ def binary_exact(laws):
 
 
 class BinaryExact:
-    """Two-point laws with P(x1) = p1 and Q(x1) = q1, both in (0, 1)."""
+    """Two-point laws with P(x1) = p1 and Q(x1) = q1, both in (0, 1).
+
+    The batch count is released with two-sided geometric noise: for two-point
+    laws this release with its exact likelihood ratio is the most powerful ε-DP
+    e-value at every n (see doc/evalues.md, 'Finite-n optimality').
+    """
 
     name = "exact"
 
@@ -67,16 +76,25 @@ class BinaryExact:
         return int(np.count_nonzero(X[:, 0] == self.x1))
 
     def release(self, count, epsilon, rng):
-        """Y = K + Laplace(1/ε): ε-DP under replacing one row."""
-        return count + float(laplace(rng, 1.0 / epsilon))
+        """Y = K + Z, Z two-sided geometric at rate ε: ε-DP under replacing one row.
+
+        Returns a float with an integer value.
+        """
+        return float(count + int(two_sided_geometric(rng, epsilon)))
 
     def log_density(self, y, n, prob, epsilon):
-        """log f(y) for Y = Binom(n, prob) + Laplace(1/ε), vectorised over y.
+        """log P(Y = y) for Y = Binom(n, prob) + Z, Z two-sided geometric at rate ε.
 
-        Every term of the mixture is kept (dropping terms would underestimate the
-        null density and break validity); y is processed in blocks to bound memory.
+        Vectorised over integer-valued ``y`` (the only possible releases; other
+        values raise ``ValueError``). Every term of the mixture is kept (dropping
+        terms would underestimate the null probability and break validity); y is
+        processed in blocks to bound memory.
         """
         y = np.atleast_1d(np.asarray(y, dtype=float))
+        if not np.all(np.isfinite(y) & (y == np.round(y))):
+            raise ValueError(
+                "y must be integer-valued: the release is a count plus integer noise."
+            )
         k = np.arange(n + 1)
         log_pmf = stats.binom.logpmf(k, n, prob)
         out = np.empty(y.shape)
@@ -85,10 +103,11 @@ class BinaryExact:
             yb = y[start:start + block]
             terms = log_pmf[None, :] - epsilon * np.abs(yb[:, None] - k[None, :])
             out[start:start + block] = special.logsumexp(terms, axis=1)
-        return out + math.log(epsilon / 2.0)
+        return out + math.log(math.tanh(epsilon / 2.0))
 
     def noise_scale(self, n, epsilon):
-        """Laplace scale of the release, in counts."""
+        """Scale 1/ε of the two-sided geometric noise (the reciprocal of its rate),
+        in counts."""
         return 1.0 / epsilon
 
     def batch_log_e(self, X, epsilon, rng):

@@ -38,7 +38,7 @@ def auto_schedule(rate, exact=False):
     Merged statistics pay a noise compensator per batch, so their batches grow
     geometrically (ratio 1.5) from a first batch carrying about 4 nats of expected
     evidence. The exact likelihood-ratio batches pay no compensator, only the
-    information lost to one Laplace draw per batch, so they start at 3 nats and
+    information lost to one noise draw per batch, so they start at 3 nats and
     continue with batches of 1.5 nats growing by 15 % per batch, which keeps the
     overshoot of the stopping time small. Tuned by simulation on the Bernoulli
     rows of the paper's table (benchmarks/eprocess_stopping.py).

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate, stats
+from scipy import stats
 
 import skdptest.evalue._exact as exact_module
 import skdptest.evalue._merge as merge_module
@@ -79,39 +79,64 @@ def test_stops_early_under_the_alternative():
 
 
 # ---------------------------------------------------------------- exact post-processing
+def _noise_pmf(z, eps):
+    """P(Z = z) = tanh(ε/2) e^{−ε|z|}, from scipy's discrete Laplace (independent)."""
+    return stats.dlaplace.pmf(z, eps)
+
+
+def _tail_cut(eps, tol=1e-15):
+    """M with P(|Z| > M) < tol, and that bound: the mass of Y = K + Z outside
+    [−M, n + M] is at most P(|Z| > M) = 2 tanh(ε/2) e^{−ε(M+1)} / (1 − e^{−ε})."""
+    M = 0
+    while (tail := 2 * math.tanh(eps / 2) * math.exp(-eps * (M + 1)) / -math.expm1(-eps)) >= tol:
+        M += 1
+    return M, tail
+
+
+def _release_pmf(n, prob, eps, M):
+    """P(Y = y) on y = −M, ..., n + M for Y = Binom(n, prob) + Z, by convolving scipy's
+    binomial pmf with the noise pmf on every z that can reach those y (no truncation)."""
+    z = np.arange(-(n + M), n + M + 1)
+    full = np.convolve(stats.binom.pmf(np.arange(n + 1), n, prob), _noise_pmf(z, eps))
+    return full[n:2 * n + 2 * M + 1]  # index j is y = j − (n + M)
+
+
 @pytest.mark.parametrize("n, eps, q", [(1, 1.0, 0.6), (20, 0.5, 0.5), (60, 2.0, 0.7)])
 def test_exact_post_processing_is_an_e_value(n, eps, q):
-    """E_P[f_Q(Y)/f_P(Y)] = 1, with f_P computed independently by scipy."""
+    """E_P[f_Q(Y)/f_P(Y)] = 1 and E_Q[f_P(Y)/f_Q(Y)] = 1, by exact summation over the
+    integer releases, with f_P and f_Q computed independently by scipy."""
     model = BinaryExact(1.0, 0.3, q)
-
-    def f_p(y):
-        k = np.arange(n + 1)
-        return float(np.sum(stats.binom.pmf(k, n, 0.3) * stats.laplace.pdf(y, k, 1 / eps)))
-
-    def integrand(y):
-        return f_p(y) * math.exp(model.log_lr(y, n, eps)[0])
-
-    pts = np.arange(0, n + 1)
-    edges = [-60 / eps, *pts, n + 60 / eps]
-    total = math.fsum(integrate.quad(integrand, a, b, epsabs=1e-14)[0]
-                      for a, b in zip(edges[:-1], edges[1:], strict=True))
-    assert total == pytest.approx(1.0, abs=1e-9)
+    M, tail = _tail_cut(eps)
+    assert tail < 1e-15
+    ys = np.arange(-M, n + M + 1)
+    f_p, f_q = _release_pmf(n, 0.3, eps, M), _release_pmf(n, q, eps, M)
+    assert math.fsum(f_p) == pytest.approx(1.0, abs=1e-12)
+    assert np.exp(model.log_density(ys, n, 0.3, eps)) == pytest.approx(f_p, rel=1e-9)
+    ell = model.log_lr(ys, n, eps)
+    assert math.fsum(f_p * np.exp(ell)) == pytest.approx(1.0, abs=1e-12)
+    assert math.fsum(f_q * np.exp(-ell)) == pytest.approx(1.0, abs=1e-12)
 
 
 def test_exact_log_lr_is_increasing_in_the_release():
     model = BinaryExact(1.0, 0.3, 0.6)
-    inside = np.linspace(0, 50, 400)
+    inside = np.arange(0, 51)
     assert np.all(np.diff(model.log_lr(inside, 50, 1.0)) > 0)
-    # beyond the support both densities have the same Laplace tail: the ratio is flat
-    tails = np.concatenate([np.linspace(-20, 0, 50), np.linspace(50, 70, 50)])
+    # beyond the support both laws have the same geometric tail: the ratio is flat
+    tails = np.concatenate([np.arange(-20, 1), np.arange(50, 71)])
     assert np.all(np.diff(model.log_lr(tails, 50, 1.0)) > -1e-12)
+
+
+@pytest.mark.parametrize("y", [0.5, [0.0, 2.25], np.nan, np.inf])
+def test_exact_density_refuses_impossible_releases(y):
+    with pytest.raises(ValueError, match="y must be integer-valued"):
+        BinaryExact(1.0, 0.3, 0.6).log_density(y, 10, 0.3, 1.0)
 
 
 def test_exact_monte_carlo_validity():
     rng = np.random.default_rng(6)
     model = BinaryExact(1.0, 0.3, 0.5)
     n, eps, reps = 30, 1.0, 20000
-    y = rng.binomial(n, 0.3, size=reps) + rng.laplace(0, 1 / eps, size=reps)
+    y = rng.binomial(n, 0.3, size=reps) + stats.dlaplace.rvs(eps, size=reps, random_state=rng)
     e = np.exp(model.log_lr(y, n, eps))
     assert e.mean() <= 1 + 4 * e.std(ddof=1) / math.sqrt(reps)
 
@@ -178,19 +203,61 @@ def _exact_noise(monkeypatch, eps, n_rows=4000):
     return np.array(draws)
 
 
-def test_exact_stream_noise_is_laplace_of_scale_one_over_epsilon(monkeypatch):
-    """The count has replace-one sensitivity 1: Laplace(1/ε) noise makes each batch ε-DP.
-    A statistical audit of the noise actually added (Kolmogorov-Smirnov)."""
+def _sampler_noise_pmf(z, eps, g_max=4000):
+    """Law of the sampler's noise G1 − G2, G1, G2 iid Geometric(1 − e^{−ε}) on {1, 2, ...}
+    (how ``two_sided_geometric`` draws), by summing scipy's geometric pmfs."""
+    g = np.arange(1, g_max + 1)
+    pg = stats.geom.pmf(g, -math.expm1(-eps))
+    return np.array([np.sum(stats.geom.pmf(g + zi, -math.expm1(-eps)) * pg) for zi in z])
+
+
+@pytest.mark.parametrize("n, eps", [(1, 1.0), (40, 0.7), (40, 2.0)])
+def test_exact_release_law_on_neighbouring_batches_is_epsilon_dp(n, eps):
+    """The release is discrete: its exact law on neighbouring batches (counts k and
+    k + 1) has log probability ratio at most ε at every y, attained."""
+    model = BinaryExact(1.0, 0.3, 0.6)
+    X = np.random.default_rng(12).binomial(1, 0.5, size=(n, 1)).astype(float)
+    X[0, 0] = 0.0
+    X2 = X.copy()
+    X2[0, 0] = 1.0  # replace one row
+    k, k2 = model.count(X), model.count(X2)
+    assert k2 == k + 1
+    ys = np.arange(k - 30, k + 31)
+    ratio = np.log(_sampler_noise_pmf(ys - k, eps)) - np.log(_sampler_noise_pmf(ys - k2, eps))
+    worst = float(np.max(np.abs(ratio)))
+    assert worst <= eps + 1e-12
+    assert worst == pytest.approx(eps, abs=1e-12)
+
+
+def _geometric_audit_pvalue(z, eps, half_width=5):
+    """Chi-square goodness of fit of integer draws to the two-sided geometric law at
+    rate ε, on the values |z| <= half_width with both tails pooled."""
+    assert np.all(z == np.round(z))
+    values = np.arange(-half_width, half_width + 1)
+    observed = [np.sum(z < -half_width), *[np.sum(z == v) for v in values],
+                np.sum(z > half_width)]
+    law = stats.dlaplace(eps)
+    probs = [law.cdf(-half_width - 1), *law.pmf(values), law.sf(half_width)]
+    expected = np.array(probs) * z.size
+    assert math.fsum(probs) == pytest.approx(1.0, abs=1e-12) and expected.min() >= 5
+    return stats.chisquare(observed, expected).pvalue
+
+
+def test_exact_stream_noise_is_two_sided_geometric_at_rate_epsilon(monkeypatch):
+    """The count has replace-one sensitivity 1: two-sided geometric noise at rate ε makes
+    each batch ε-DP. A statistical audit of the noise actually added (chi-square)."""
     eps = 0.7
     z = _exact_noise(monkeypatch, eps)
-    assert stats.kstest(z, stats.laplace(scale=1 / eps).cdf).pvalue > 1e-3
+    assert z.size >= 900
+    assert _geometric_audit_pvalue(z, eps) > 1e-3
 
 
-def test_exact_stream_halved_noise_fails_the_audit(monkeypatch):
-    real = exact_module.laplace
-    monkeypatch.setattr(exact_module, "laplace", lambda rng, scale: real(rng, scale / 2))
+def test_exact_stream_halved_noise_fails_the_geometric_audit(monkeypatch):
+    real = exact_module.two_sided_geometric
+    monkeypatch.setattr(exact_module, "two_sided_geometric",
+                        lambda rng, rate: real(rng, 2 * rate))
     z = _exact_noise(monkeypatch, 0.7)
-    assert stats.kstest(z, stats.laplace(scale=1 / 0.7).cdf).pvalue < 1e-6
+    assert _geometric_audit_pvalue(z, 0.7) < 1e-6
 
 
 # ---------------------------------------------------------------- streaming API

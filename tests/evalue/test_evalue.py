@@ -370,16 +370,18 @@ def test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count():
     est = PrivateEValueTest(null, alt, epsilon=eps, statistic="exact", random_state=4)
     r = est.fit(X).result_
     assert r.statistic == "exact" and r.bet is None and r.noise_scale == 1 / eps
-    # same noise draw as the estimator: Laplace(1/ε) from the same stream
+    # same noise draw as the estimator: two-sided geometric at rate ε, drawn from the
+    # same stream as the difference of two Geometric(1 − e^{−ε}) variables
     from skdptest._validation import check_generator
 
-    y = X.sum() + check_generator(4).laplace(0.0, 1 / eps)
+    rng, p = check_generator(4), -math.expm1(-eps)
+    y = int(X.sum()) + int(rng.geometric(p)) - int(rng.geometric(p))
     k = np.arange(n + 1)
 
-    def dens(prob):
-        return np.sum(stats.binom.pmf(k, n, prob) * stats.laplace.pdf(y, k, 1 / eps))
+    def prob_of_y(prob):
+        return np.sum(stats.binom.pmf(k, n, prob) * stats.dlaplace.pmf(y - k, eps))
 
-    assert r.log_e_value == pytest.approx(math.log(dens(q) / dens(P0)), rel=1e-9)
+    assert r.log_e_value == pytest.approx(math.log(prob_of_y(q) / prob_of_y(P0)), rel=1e-9)
 
 
 def test_exact_statistic_monte_carlo_validity_and_power():
