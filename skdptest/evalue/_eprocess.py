@@ -135,8 +135,8 @@ class PrivateEProcess(BasePrivateTest):
         ε of the whole stream (every row is used in exactly one batch).
     statistic : {"auto", "exact", "optimal", "tslr"}, default="auto"
         Batch e-value. ``"exact"``: release the batch count plus two-sided
-        geometric noise at rate ε (two-point laws such as Bernoulli; the most
-        powerful ε-DP batch e-value at every batch size) or the lattice-quantised
+        geometric noise at rate ε (two-point laws such as Bernoulli; certified the most
+        powerful ε-DP batch e-value in every case checked) or the lattice-quantised
         sum of log E* plus two-sided geometric noise (other laws with an exact
         model) and multiply by the exact likelihood ratio of the release; in
         two-sided mode one release also gives the e-value against Q, so both

@@ -118,11 +118,13 @@ class PrivateEValueTest(BasePrivateTest):
         that E_P[E*] = 1 (exact for finite discrete laws and Gaussian location
         families, crossings + cdfs for univariate continuous laws; refused
         otherwise). ``"tslr"``: e^{-η} + (1 − e^{-η}) min(1 + e^η, q/p) with
-        η = ε/2, valid for any pair without a normaliser. ``"exact"`` (laws on
-        two points, e.g. Bernoulli): release the count plus two-sided geometric
+        η = ε/2, valid for any pair without a normaliser. ``"exact"``: for laws on
+        two points (e.g. Bernoulli) release the count plus two-sided geometric
         noise at rate ε and return the likelihood ratio f_Q/f_P of that release
-        (no bet, no compensator), the most powerful ε-DP e-value at every n for
-        two-point laws.
+        (no bet, no compensator): certified to be the most powerful ε-DP
+        e-value in every case checked (doc/evalues.md, 'Finite-n optimality');
+        for other laws with an exact model (finite discrete, Gaussian location,
+        univariate continuous) the same with log E* quantised to a lattice.
     bet : "auto" or float, default="auto"
         Merging bet λ in (0, 1). ``"auto"`` maximises the expected released log
         e-value under Q, a public function of n and the laws.

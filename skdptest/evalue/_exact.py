@@ -8,10 +8,11 @@ likelihood ratio of the release itself,
 
     E(y) = f_Q(y) / f_P(y),   f(y) = Σ_k Binom(k; n, π) tanh(ε/2) e^{−ε|y − k|},
 
-is an e-value (E_P[E] = Σ_y f_Q(y) = 1) and, by Neyman–Pearson, the most powerful
+is an e-value (E_P[E] = Σ_y f_Q(y) = 1) and, by Gibbs' inequality, the most powerful
 post-processing of that release. With two-sided geometric noise it is more: for
 two-point laws this release with its exact likelihood ratio is the most powerful
-ε-DP e-value at every n (see doc/evalues.md, 'Finite-n optimality'). Its
+ε-DP e-value, certified by a linear-programming dual in every case checked
+(``_bound.py``; doc/evalues.md, 'Finite-n optimality'). Its
 reciprocal is an e-value against Q, so one release serves both directions of a
 two-sided test at the full ε.
 """
@@ -63,7 +64,7 @@ class BinaryExact:
 
     The batch count is released with two-sided geometric noise: for two-point
     laws this release with its exact likelihood ratio is the most powerful ε-DP
-    e-value at every n (see doc/evalues.md, 'Finite-n optimality').
+    e-value, certified in every case checked (doc/evalues.md, 'Finite-n optimality').
     """
 
     name = "exact"
