@@ -41,14 +41,19 @@ class EValueResult:
         Per-row statistic: ``"optimal"`` (clipped likelihood ratio E*),
         ``"tslr"``, or ``"exact"`` (likelihood ratio of the released value).
     bet : float or None
-        Merging bet λ_b in (0, 1) (public: a function of n and the laws); None
-        for ``statistic="exact"``, which does not merge.
+        Merging bet λ_b in (0, 1] (public: a function of n and the laws); 1 means
+        no merging (the planner chose a narrower clip range instead, see
+        ``clip_range``); None for ``statistic="exact"``, which does not merge.
     noise_scale : float
         Scale of the noise (public): the Laplace scale R_λ / ε, in nats, on the
         merged log statistic; for ``statistic="exact"``, the reciprocal
         sensitivity / ε of the rate of the two-sided geometric noise, in counts
         (two-point laws) or lattice units (other laws), 0 when the statistic is
         constant.
+    clip_range : float or None
+        Log-range log(c2/c1) at which E* is clipped, in nats: ε, or a narrower range
+        planned by ``bet="auto"`` when that beats merging (continuous laws at small
+        n·R_ε); None for ``"tslr"`` and ``"exact"``.
     method : str
         Name of the procedure.
     """
@@ -63,6 +68,7 @@ class EValueResult:
     statistic: str
     bet: float | None
     noise_scale: float
+    clip_range: float | None
     method: str = "PrivateEValueTest"
 
 

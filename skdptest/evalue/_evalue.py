@@ -14,7 +14,7 @@ from .._validation import check_alpha, check_epsilon, check_int, check_real
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
-from ._merge import choose_bet, expected_log_release, release
+from ._merge import choose_bet, choose_clip, expected_log_release, release
 from ._optimal import optimal_statistic, tslr_statistic
 
 __all__ = ["PrivateEValueTest", "expected_log_e_value"]
@@ -85,12 +85,30 @@ def resolve_statistic(est, n_features, epsilon):
     return _cached(key, anchors, compute)
 
 
-def resolve_bet(est, laws, stat, n, epsilon):
-    """The bet of an e-value estimator: fixed, or planned for n rows (public)."""
+def resolve_plan(est, laws, stat, n, epsilon):
+    """The per-row statistic, bet and clip range for n rows (public: laws and n only).
+
+    A fixed ``bet`` merges ``stat`` (E* clipped at ε, or tsLR). With ``bet="auto"``
+    the bet maximises the expected release; for E* on laws with cheap rates
+    (finite discrete, Gaussian) a narrower clip range r < ε without merging is also
+    planned (``choose_clip``) and kept when its expected release is larger, which it
+    is for continuous laws at small n R_ε. Returns (stat, bet, clip range or None).
+    """
+    clip = epsilon if stat.name == "optimal" else None
     if est.bet != "auto":
-        return float(est.bet)
-    key = ("bet", id(laws), id(stat), n, epsilon)
-    return _cached(key, (laws, stat), lambda: choose_bet(laws, stat, n, epsilon))
+        return stat, float(est.bet), clip
+
+    def compute():
+        bet = choose_bet(laws, stat, n, epsilon)
+        if stat.name != "optimal" or not laws.fast_rates:
+            return stat, bet, clip
+        merged = expected_log_release(laws, stat, bet, n, epsilon)
+        r, value = choose_clip(laws, n, epsilon, lambda r: optimal_statistic(laws, r)[0])
+        if value <= merged:
+            return stat, bet, clip
+        return optimal_statistic(laws, r)[0], 1.0, r
+
+    return _cached(("plan", id(laws), id(stat), n, epsilon), (laws, stat), compute)
 
 
 class PrivateEValueTest(BasePrivateTest):
@@ -127,7 +145,11 @@ class PrivateEValueTest(BasePrivateTest):
         univariate continuous) the same with log E* quantised to a lattice.
     bet : "auto" or float, default="auto"
         Merging bet λ in (0, 1). ``"auto"`` maximises the expected released log
-        e-value under Q, a public function of n and the laws.
+        e-value under Q, a public function of n and the laws; with
+        ``statistic="optimal"`` on finite discrete or Gaussian laws it also tries
+        E* clipped at a narrower log-range r < ε released without merging
+        (λ = 1, Laplace scale r/ε) and keeps whichever has the larger expected
+        release (``result_.clip_range``; doc/evalues.md, 'Clip-range planning').
     alpha : float, default=0.05
         Level: reject P when the e-value is at least 1/α.
     budget : PrivacyBudget, default=None
@@ -218,13 +240,14 @@ class PrivateEValueTest(BasePrivateTest):
         laws, stat = resolve_statistic(self, X.shape[1], epsilon)
         n = X.shape[0]
         if stat.name == "exact":
-            return stat.batch_log_e(X, epsilon, rng), None, stat.noise_scale(n, epsilon), "exact"
-        bet = resolve_bet(self, laws, stat, n, epsilon)
+            return (stat.batch_log_e(X, epsilon, rng), None, stat.noise_scale(n, epsilon),
+                    "exact", None)
+        stat, bet, clip = resolve_plan(self, laws, stat, n, epsilon)
         log_e, scale = release(stat.log_e(laws.log_ratio(X)), stat, bet, epsilon, rng)
-        return log_e, bet, scale, stat.name
+        return log_e, bet, scale, stat.name, clip
 
     def _fit_private(self, X, y, rng):
-        log_e, bet, scale, name = self._release(X, rng)
+        log_e, bet, scale, name, clip = self._release(X, rng)
         return EValueResult(
             e_value=math.exp(min(log_e, 700.0)),
             log_e_value=log_e,
@@ -236,6 +259,7 @@ class PrivateEValueTest(BasePrivateTest):
             statistic=name,
             bet=bet,
             noise_scale=scale,
+            clip_range=clip,
         )
 
     def _score_private(self, X, y, rng):
@@ -299,5 +323,5 @@ def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="op
     if null is None:
         raise ValueError("null and alternative must be given.")
     laws, stat = resolve_statistic(est, make_laws(null, alternative).n_features, epsilon)
-    lam = resolve_bet(est, laws, stat, n_samples, epsilon)
+    stat, lam, _ = resolve_plan(est, laws, stat, n_samples, epsilon)
     return float(expected_log_release(laws, stat, lam, n_samples, epsilon))

@@ -17,11 +17,13 @@ from scipy import optimize
 
 from .._noise import laplace, laplace_log_mgf
 
-__all__ = ["choose_bet", "expected_log_release", "merged_sensitivity", "release"]
+__all__ = ["choose_bet", "choose_clip", "expected_log_release", "merged_sensitivity", "release"]
 
 
 def _log_merge(log_e, bet):
-    """log(1 − λ + λ E) computed stably from log E."""
+    """log(1 − λ + λ E) computed stably from log E (λ = 1: no merging)."""
+    if bet == 1.0:
+        return np.asarray(log_e, dtype=float)
     return np.log1p(bet * np.expm1(log_e))
 
 
@@ -64,6 +66,33 @@ def choose_bet(laws, stat, n, epsilon):
                                    options={"xatol": 1e-6})
     u = res.x if res.fun <= vals[i] else us[i]
     return float(-math.expm1(-u))
+
+
+def choose_clip(laws, n, epsilon, stat_at):
+    """The clip range r < ε maximising the expected release of E*_r without merging.
+
+    ``stat_at(r)`` is the optimal statistic clipped at log-range r. Without a bet
+    (λ = 1) the release is Σ log E*_r + Laplace(r'/ε) + log(1 − (r'/ε)²), r' <= r the
+    actual range, with expectation n E_Q[log E*_r] + log(1 − (r'/ε)²). Merging with
+    λ < 1 never beats this family: log(1 − λ + λE*) is a per-row log e-value of some
+    range R' and E*_{R'} has the largest E_Q[log E] among those. Both terms are
+    concave in r (R_r is an infimum of functions affine in r); a grid plus a bounded
+    search finds the maximum. Returns (r, expected release).
+    """
+
+    def neg(r):
+        return -expected_log_release(laws, stat_at(r), 1.0, n, epsilon)
+
+    rs = np.linspace(0.02, 0.98, 25) * epsilon
+    vals = [neg(r) for r in rs]
+    i = int(np.argmin(vals))
+    lo, hi = rs[max(i - 1, 0)], rs[min(i + 1, len(rs) - 1)]
+    if i == len(rs) - 1:
+        hi = epsilon * (1 - 1e-6)
+    res = optimize.minimize_scalar(neg, bounds=(lo, hi), method="bounded",
+                                   options={"xatol": 1e-5 * epsilon})
+    r, v = (float(res.x), -float(res.fun)) if res.fun <= vals[i] else (float(rs[i]), -vals[i])
+    return r, v
 
 
 def release(log_e_rows, stat, bet, epsilon, rng):

@@ -25,7 +25,8 @@ def _bern(q):
 
 
 def _bernoulli_e_star(q, eps):
-    """E* on {0, 1} from the closed form of evalues.md (independent of the solver)."""
+    """E* clipped at log-range ``eps`` on {0, 1}, from the closed form of evalues.md
+    (independent of the solver)."""
     lr = np.array([(1 - q) / (1 - P0), q / P0])
     if lr.max() / lr.min() <= math.exp(eps):
         return lr
@@ -41,7 +42,7 @@ def test_exact_validity_bernoulli(q, eps, n):
     null, alt = _bern(q)
     est = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1)))
     lam, b = est.result_.bet, est.result_.noise_scale
-    e = _bernoulli_e_star(q, eps)
+    e = _bernoulli_e_star(q, est.result_.clip_range)
     per_row = (1 - P0) * (1 - lam + lam * e[0]) + P0 * (1 - lam + lam * e[1])
     laplace_mgf = 1.0 / (1.0 - b * b)
     assert per_row**n * laplace_mgf * (1 - b * b) <= 1.0 + 1e-12
@@ -56,7 +57,7 @@ def test_exact_validity_gaussian(shift):
     null, alt = stats.norm(0, 1), stats.norm(shift, 1)
     est = PrivateEValueTest(null, alt, epsilon=1.0, random_state=0).fit(np.zeros((50, 1)))
     lam = est.result_.bet
-    r = optimal_rate(null, alt, 1.0)
+    r = optimal_rate(null, alt, est.result_.clip_range)
 
     def merged(x):
         e = min(r.c2, max(r.c1, math.exp(alt.logpdf(x) - null.logpdf(x))))
@@ -157,7 +158,7 @@ def test_noise_is_laplace_with_the_reported_scale():
         r = est.fit(X).result_
         outs.append(r.log_e_value)
     lam, b = r.bet, r.noise_scale
-    e = _bernoulli_e_star(q, eps)
+    e = _bernoulli_e_star(q, r.clip_range)
     center = float(np.sum(np.log(1 - lam + lam * e[X[:, 0]]))) + math.log(1 - b * b)
     ks = stats.kstest(np.array(outs) - center, stats.laplace(scale=b).cdf)
     assert ks.pvalue > 1e-3
@@ -173,7 +174,7 @@ def test_e_power_at_least_90_percent_of_rate(q):
     rate = optimal_rate(null, alt, eps).rate
     r = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1))).result_
     lam, b = r.bet, r.noise_scale
-    e = _bernoulli_e_star(q, eps)
+    e = _bernoulli_e_star(q, r.clip_range)
     exact = n * ((1 - q) * math.log(1 - lam + lam * e[0]) + q * math.log(1 - lam + lam * e[1]))
     exact += math.log(1 - b * b)
     assert exact >= 0.9 * n * rate
@@ -409,6 +410,82 @@ def test_expected_log_e_value_matches_monte_carlo_and_charges_nothing():
                              n=200, reps=1500, seed=12, epsilon=1.0)
     se = logs.std(ddof=1) / math.sqrt(logs.size)
     assert abs(logs.mean() - planned) <= 4 * se
+
+
+# ---------------------------------------------------------------- clip-range planning
+def _family_ceiling(null, alt, n, eps, grid=300):
+    """max over r of n R_r + log(1 − (r/ε)²) on a fine grid, from the public
+    ``optimal_rate`` (independent of the planner's search)."""
+    rs = np.linspace(1e-3, 1 - 1e-6, grid) * eps
+    vals = [n * optimal_rate(null, alt, r).rate + math.log1p(-(r / eps) ** 2) for r in rs]
+    i = int(np.argmax(vals))
+    return vals[i], rs[i]
+
+
+@pytest.mark.parametrize("mu, n, paper", [(0.25, 100, 0.683), (0.25, 1000, 0.930),
+                                          (0.5, 100, 0.806)])
+def test_planned_clip_range_reaches_the_ceiling_of_additive_releases(mu, n, paper):
+    """For Gaussian pairs bet='auto' clips E* at a narrower range without merging: its
+    expected release equals the ceiling of every 'per-row log e-value + Laplace +
+    compensator' release and beats the paper's merged release (recovery ``paper``)."""
+    from skdptest import expected_log_e_value
+
+    null, alt = stats.norm(0, 1), stats.norm(mu, 1)
+    eps = 1.0
+    nr = n * optimal_rate(null, alt, eps).rate
+    planned = expected_log_e_value(null, alt, n, eps)
+    ceiling, r_grid = _family_ceiling(null, alt, n, eps)
+    # the grid maximum is a lower bound of the true maximum, within ~1e-5 nats of it
+    # (curvature of the objective times the squared grid step)
+    assert ceiling - 1e-9 * nr <= planned <= ceiling + 1e-4
+    laws = make_laws(null, alt)
+    stat = optimal_statistic(laws, eps)[0]
+    merged = expected_log_release(laws, stat, choose_bet(laws, stat, n, eps), n, eps)
+    assert merged / nr == pytest.approx(paper, abs=0.001)
+    assert planned > merged
+    r = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1)))
+    assert r.result_.bet == 1.0 and r.result_.clip_range == pytest.approx(r_grid, abs=0.01)
+    # no merging: the Laplace scale is the clipped statistic's range over ε
+    assert r.result_.noise_scale == pytest.approx(r.result_.clip_range / eps, rel=1e-9)
+
+
+def test_planned_clip_release_is_private_on_extreme_replacements():
+    """Replacing one row by extreme values moves the release by exactly the clip range,
+    i.e. a Laplace log density ratio of ε (attained, never exceeded)."""
+    null, alt = stats.norm(0, 1), stats.norm(0.25, 1)
+    X = np.random.default_rng(2).normal(0.25, 1, size=(100, 1))
+    fits = []
+    for v in (-50.0, 50.0):
+        D = X.copy()
+        D[0, 0] = v
+        fits.append(PrivateEValueTest(null, alt, epsilon=1.0, random_state=4).fit(D).result_)
+    b = fits[0].noise_scale
+    assert fits[0].bet == 1.0 and fits[0].clip_range < 1.0
+    ratio = abs(fits[1].log_e_value - fits[0].log_e_value) / b
+    assert ratio == pytest.approx(1.0, rel=1e-9)
+
+
+def test_planned_clip_matches_monte_carlo_e_power_and_validity():
+    null, alt = stats.norm(0, 1), stats.norm(0.25, 1)
+    from skdptest import expected_log_e_value
+
+    planned = expected_log_e_value(null, alt, 100, 1.0)
+    logs_q, est = _release_draws(null, alt, lambda rng, n: rng.normal(0.25, 1, size=(n, 1)),
+                                 n=100, reps=1500, seed=13, epsilon=1.0)
+    assert est.result_.bet == 1.0
+    se = logs_q.std(ddof=1) / math.sqrt(logs_q.size)
+    assert abs(logs_q.mean() - planned) <= 4 * se
+    logs_p, _ = _release_draws(null, alt, lambda rng, n: rng.normal(size=(n, 1)),
+                               n=100, reps=4000, seed=14, epsilon=1.0)
+    e = np.exp(logs_p)
+    assert e.mean() <= 1.0 + 4 * e.std(ddof=1) / math.sqrt(e.size)
+
+
+def test_bernoulli_plan_keeps_the_merged_release():
+    """For two-point laws merging loses nothing (every bounded two-point statistic is a
+    clipped likelihood ratio), so the planner keeps the paper's clip at ε."""
+    r = PrivateEValueTest(*_bern(0.7), epsilon=1.0, random_state=0).fit(np.zeros((1000, 1)))
+    assert r.result_.clip_range == 1.0 and 0 < r.result_.bet < 1
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
