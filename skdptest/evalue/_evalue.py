@@ -14,7 +14,7 @@ from .._validation import check_alpha, check_epsilon, check_int, check_real
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
-from ._merge import choose_bet, choose_clip, expected_log_release, release
+from ._merge import expected_log_release, plan_release, release
 from ._optimal import optimal_statistic, tslr_statistic
 
 __all__ = ["PrivateEValueTest", "expected_log_e_value"]
@@ -99,14 +99,12 @@ def resolve_plan(est, laws, stat, n, epsilon):
         return stat, float(est.bet), clip
 
     def compute():
-        bet = choose_bet(laws, stat, n, epsilon)
-        if stat.name != "optimal" or not laws.fast_rates:
-            return stat, bet, clip
-        merged = expected_log_release(laws, stat, bet, n, epsilon)
-        r, value = choose_clip(laws, n, epsilon, lambda r: optimal_statistic(laws, r)[0])
-        if value <= merged:
-            return stat, bet, clip
-        return optimal_statistic(laws, r)[0], 1.0, r
+        stat_at = None
+        if stat.name == "optimal" and laws.fast_rates:
+            def stat_at(r):
+                return optimal_statistic(laws, r)[0]
+        planned, bet, r = plan_release(laws, stat, n, epsilon, stat_at)
+        return planned, bet, clip if r is None else r
 
     return _cached(("plan", id(laws), id(stat), n, epsilon), (laws, stat), compute)
 

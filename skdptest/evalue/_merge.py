@@ -17,7 +17,14 @@ from scipy import optimize
 
 from .._noise import laplace, laplace_log_mgf
 
-__all__ = ["choose_bet", "choose_clip", "expected_log_release", "merged_sensitivity", "release"]
+__all__ = [
+    "choose_bet",
+    "choose_clip",
+    "expected_log_release",
+    "merged_sensitivity",
+    "plan_release",
+    "release",
+]
 
 
 def _log_merge(log_e, bet):
@@ -93,6 +100,23 @@ def choose_clip(laws, n, epsilon, stat_at):
                                    options={"xatol": 1e-5 * epsilon})
     r, v = (float(res.x), -float(res.fun)) if res.fun <= vals[i] else (float(rs[i]), -vals[i])
     return r, v
+
+
+def plan_release(laws, stat, n, epsilon, stat_at=None):
+    """(statistic, bet, clip range or None) with the largest expected release.
+
+    The bet of ``stat`` is planned by ``choose_bet``; when ``stat_at`` (E* at a given
+    clip range) is given, the unmerged release of E*_r at the best r < ε is planned
+    too and kept if its expected release is larger. Public: laws and n only.
+    """
+    bet = choose_bet(laws, stat, n, epsilon)
+    if stat_at is None:
+        return stat, bet, None
+    merged = expected_log_release(laws, stat, bet, n, epsilon)
+    r, value = choose_clip(laws, n, epsilon, stat_at)
+    if value <= merged:
+        return stat, bet, None
+    return stat_at(r), 1.0, r
 
 
 def release(log_e_rows, stat, bet, epsilon, rng):

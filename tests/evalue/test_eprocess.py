@@ -167,8 +167,39 @@ def test_neighbouring_streams_change_one_batch_within_epsilon(statistic):
         batch = 0 if i < 40 else 1 + (i - 40) // 80
         assert np.count_nonzero(diff > 1e-12) == 1 and diff[batch] > 0
         n_b = 40 if batch == 0 else 80
-        b = merge_module.noise_scale(plan.stat, plan.bet(plan.laws, plan.stat, n_b), eps)
+        b = merge_module.noise_scale(*plan.batch_plan("P", n_b), eps)
         assert diff[batch] / b <= eps + 1e-9
+
+
+@pytest.mark.parametrize("beta", [None, 0.05])
+def test_gaussian_stream_with_planned_clips_changes_one_batch_within_epsilon(beta):
+    """Merged Gaussian batches plan a narrower unmerged clip where it pays (bet 1): an
+    extreme replacement moves that batch's release by exactly b·ε_stat (both
+    directions in two-sided mode, ε/2 each), and no other batch."""
+    eps = 1.0
+    X = np.random.default_rng(3).normal(0.25, 1, size=(130, 1))
+    kw = dict(epsilon=eps, schedule=[10, 40, 80], alpha=1e-300, beta=beta, random_state=5)
+    proc = PrivateEProcess(stats.norm(0, 1), stats.norm(0.25, 1), **kw)
+    plan = proc._plan(1)
+    eps_stat = eps if beta is None else eps / 2
+    plans = {n: plan.batch_plan("P", n) for n in (10, 40, 80)}
+    assert plans[10][1] == 1.0  # the unmerged clip is used at small batches
+    assert plans[10][0].log_hi - plans[10][0].log_lo < eps_stat
+    directions = [("P", "log_e_process")] + ([] if beta is None else
+                                             [("Q", "log_e_process_alt")])
+    for i, n_b, batch in ((0, 10, 0), (60, 80, 2)):
+        fits = []
+        for v in (-50.0, 50.0):
+            D = X.copy()
+            D[i, 0] = v
+            fits.append(PrivateEProcess(stats.norm(0, 1), stats.norm(0.25, 1), **kw)
+                        .fit(D).result_)
+        for against, field in directions:
+            incs = [np.diff(np.concatenate([[0.0], getattr(r, field)])) for r in fits]
+            diff = np.abs(incs[1] - incs[0])
+            assert np.count_nonzero(diff > 1e-12) == 1
+            b = merge_module.noise_scale(*plan.batch_plan(against, n_b), eps_stat)
+            assert diff[batch] / b == pytest.approx(eps_stat, rel=1e-9)
 
 
 def test_halved_noise_fails_the_stream_privacy_check(monkeypatch):
@@ -183,7 +214,7 @@ def test_halved_noise_fails_the_stream_privacy_check(monkeypatch):
     X2 = X.copy()
     X2[0, 0] = 1.0 - X2[0, 0]
     diff = np.abs(_increments(proc, X2) - base)[0]
-    b = merge_module.noise_scale(plan.stat, plan.bet(plan.laws, plan.stat, 40), eps)
+    b = merge_module.noise_scale(*plan.batch_plan("P", 40), eps)
     assert diff / b > 1.5 * eps
 
 
