@@ -114,8 +114,9 @@ def _walk_max_sign(log_p, log_q, u, rho, margin, eps):
 
     def c(s):
         signs = np.stack([np.sign(lift), -np.ones_like(rho), np.full_like(rho, -u_sign[s])])
-        logs = np.stack([log_q[s] + np.log(np.abs(lift)), rho + log_p[s],
-                         np.full_like(rho, u_log[s])])
+        with np.errstate(divide="ignore"):  # lift = 0: a zero term (sign 0)
+            log_lift = np.log(np.abs(lift))
+        logs = np.stack([log_q[s] + log_lift, rho + log_p[s], np.full_like(rho, u_log[s])])
         return _signed_sum(signs, logs)
 
     cs = [c(s) for s in range(n1)]
