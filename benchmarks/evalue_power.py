@@ -23,9 +23,9 @@ released log e-value under Q divided by the first-order optimum n·R_ε(Q‖P):
   exact likelihood ratio of that release (exact sum over the release's support).
 - ``exact``: likelihood ratio f_Q(Y)/f_P(Y) of the released noisy count
   Y = K + two-sided geometric(ε) (``statistic="exact"``, two-point laws only);
-  its e-power is KL(f_Q‖f_P), summed over the integers and checked against the
-  shipped ``log_lr``. It is the most powerful ε-DP e-value at these n
-  (certified in ``benchmarks/evalue_optimum.py``);
+  its e-power is KL(f_Q‖f_P), summed over the integers by the shipped planner
+  (``expected_log_e_value(..., statistic="exact")``). It is the most powerful
+  ε-DP e-value at these n (certified in ``benchmarks/evalue_optimum.py``);
 - ``auto (MC)``: a Monte Carlo check of the ``auto`` column with the shipped
   ``PrivateEValueTest`` (mean released log e-value over ``--runs`` fits, ± 2 s.e.).
 
@@ -55,7 +55,6 @@ try:  # exact post-processing (two-point laws), added to PrivateEValueTest
     from skdptest.evalue._exact import binary_exact
 except ImportError:  # pragma: no cover - older trees
     binary_exact = None
-import skdptest.evalue._lattice as lattice_module
 from skdptest.evalue._lattice import LatticeExact
 
 EPS = 1.0
@@ -68,18 +67,6 @@ PAIRS = [
 ]
 # Ablation reported by the paper at ε = 1 (sample size not stated).
 PAPER = {"full": 0.964, "bet=0.5": 0.782, "tsLR": 0.638, "exact": 0.991}
-
-
-def _lattice_log_densities(log_law, rate, pad):
-    """log f(y) of T + Z (Z two-sided geometric of rate ``rate``) at every integer
-    y = -pad .. T_max + pad, in O(size) by forward and backward accumulation:
-    f(y) = c (Σ_{t<=y} π_t e^{-rate (y-t)} + Σ_{t>y} π_t e^{-rate (t-y)})."""
-    law = np.concatenate([np.full(pad, -np.inf), log_law, np.full(pad, -np.inf)])
-    y = np.arange(law.size) - pad
-    fwd = np.logaddexp.accumulate(law + rate * y) - rate * y
-    back = np.logaddexp.accumulate((law - rate * y)[::-1])[::-1]  # Σ_{t>=y}
-    back = np.concatenate([back[1:], [-np.inf]]) + rate * y  # Σ_{t>y}
-    return y, np.logaddexp(fwd, back) + math.log(math.tanh(rate / 2))
 
 
 def merged_ceiling(laws, n, epsilon=EPS):
@@ -101,43 +88,16 @@ def merged_ceiling(laws, n, epsilon=EPS):
 
 
 def exact_epower(model, n, epsilon=EPS):
-    """KL(f_Q‖f_P) of the released count Y = K + two-sided geometric(ε), K ~ Binom(n, ·),
-    summed over the integers; log E is checked against the shipped ``log_lr``."""
-    k = np.arange(n + 1)
-    pad = int(60 / epsilon) + 1
-    ys, lq = _lattice_log_densities(stats.binom.logpmf(k, n, model.q1), epsilon, pad)
-    lp = _lattice_log_densities(stats.binom.logpmf(k, n, model.p1), epsilon, pad)[1]
-    keep = lq >= lq.max() - 60
-    ys, lq, lp = ys[keep], lq[keep], lp[keep]
-    step = max(1, ys.size // 5)
-    np.testing.assert_allclose(lq[::step] - lp[::step],
-                               model.log_lr(ys[::step], n, epsilon), rtol=1e-9, atol=1e-9)
-    return float(np.sum(np.exp(lq) * (lq - lp)))
+    """KL(f_Q‖f_P) of the released count Y = K + two-sided geometric(ε) (the shipped
+    planner, ``expected_log_e_value(..., statistic="exact")``; tested against the
+    certificate's dual sum and a direct summation)."""
+    return model.expected_log_e(n, epsilon)
 
 
 def lattice_epower(laws, n, epsilon=EPS):
     """E_Q[log E] of the lattice exact post-processing (``statistic="exact"`` for laws
-    other than two-point ones): Σ_y f_Q(y) log E(y) over the bulk of f_Q. The
-    densities come from the O(size) recursion with the shipped guards (inflated
-    null, bound of untrusted terms, deflated numerator); the resulting log E is
-    checked against the shipped ``log_lr`` at a few points."""
-    model = LatticeExact(laws, epsilon)
-    log_p, log_q, bound_p, _, rel = model.log_laws(n)
-    rate = model.noise_rate(n)
-    pad = int(60 / rate) + 1
-    ys, lq = _lattice_log_densities(log_q, rate, pad)
-    lp = _lattice_log_densities(log_p, rate, pad)[1]
-    guard = lattice_module._REL_GUARD
-    lp = lp + math.log1p(guard) - math.log1p(-rel)
-    if np.isfinite(bound_p).any():
-        lp = np.logaddexp(lp, _lattice_log_densities(bound_p, rate, pad)[1])
-    keep = lq >= lq.max() - 60
-    ys, lq, lp = ys[keep], lq[keep], lp[keep]
-    log_e = lq + math.log1p(-guard) - math.log1p(rel) - lp
-    step = max(1, ys.size // 5)
-    np.testing.assert_allclose(log_e[::step], model.log_lr(ys[::step], n), rtol=1e-6,
-                               atol=1e-6)
-    return float(np.sum(np.exp(lq) * log_e))
+    other than two-point ones), with the shipped guards (``expected_log_e``)."""
+    return LatticeExact(laws, epsilon).expected_log_e(n)
 
 
 def naive_ep_mc(n_draws, rng):

@@ -14,6 +14,7 @@ __all__ = [
     "poisson",
     "randomized_response",
     "two_sided_geometric",
+    "log_geometric_mixture",
 ]
 
 
@@ -48,6 +49,21 @@ def two_sided_geometric(rng, rate, size=None):
         raise ValueError(f"two-sided geometric rate must be > 0, got {rate}.")
     p = -math.expm1(-rate)
     return rng.geometric(p, size=size) - rng.geometric(p, size=size)
+
+
+def log_geometric_mixture(log_law, rate, pad):
+    """Law of T + Z, Z two-sided geometric of ``rate``, T on {0, ..., m − 1} with
+    log-probabilities ``log_law``: returns (y, log P(T + Z = y)) for
+    y = −pad, ..., m − 1 + pad, in O(m + pad) by forward and backward accumulation,
+    P(T + Z = y) = tanh(rate/2) (Σ_{t<=y} π_t e^{−rate (y−t)} + Σ_{t>y} π_t e^{−rate (t−y)}).
+    """
+    law = np.concatenate([np.full(pad, -np.inf), log_law, np.full(pad, -np.inf)])
+    y = np.arange(law.size) - pad
+    with np.errstate(invalid="ignore"):
+        fwd = np.logaddexp.accumulate(law + rate * y) - rate * y
+        back = np.logaddexp.accumulate((law - rate * y)[::-1])[::-1]  # Σ_{t>=y}
+    back = np.concatenate([back[1:], [-np.inf]]) + rate * y  # Σ_{t>y}
+    return y, np.logaddexp(fwd, back) + math.log(math.tanh(rate / 2))
 
 
 def poisson(rng, lam, size=None):

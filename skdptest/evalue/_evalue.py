@@ -297,16 +297,19 @@ def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="op
         Number of rows, >= 1.
     epsilon : float
         Privacy parameter, > 0.
-    statistic : {"optimal", "tslr"}, default="optimal"
-        Per-row statistic.
+    statistic : {"optimal", "tslr", "exact"}, default="optimal"
+        Per-row statistic (``"exact"``: the likelihood ratio of the noisy count or
+        lattice sum, for laws with an exact model).
     bet : "auto" or float, default="auto"
-        Merging bet.
+        Merging bet (ignored by ``"exact"``).
 
     Returns
     -------
     log_e : float
-        n E_Q[log(1 − λ + λE)] + log(1 − b²), in nats (exact for the laws with an
-        exact model, Monte Carlo planning otherwise). Compare it with log(1/α).
+        Merged statistics: n E_Q[log(1 − λ + λE)] + log(1 − b²) at the planned bet and
+        clip, in nats (exact for the laws with an exact model, Monte Carlo planning
+        otherwise). ``"exact"``: KL(f_Q‖f_P) of the release, summed over its
+        support. Compare it with log(1/α).
 
     Examples
     --------
@@ -314,12 +317,17 @@ def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="op
     >>> from skdptest import expected_log_e_value
     >>> round(expected_log_e_value(stats.bernoulli(0.3), stats.bernoulli(0.7), 1000, 1.0), 1)
     278.9
+    >>> round(expected_log_e_value(stats.bernoulli(0.3), stats.bernoulli(0.7), 1000, 1.0,
+    ...                            statistic="exact"), 1)
+    280.9
     """
     est = PrivateEValueTest(null, alternative, epsilon=epsilon, statistic=statistic, bet=bet)
-    epsilon = check_statistic_params(est, statistics=("optimal", "tslr"))
+    epsilon = check_statistic_params(est)
     n_samples = check_int(n_samples, "n_samples", low=1)
     if null is None:
         raise ValueError("null and alternative must be given.")
     laws, stat = resolve_statistic(est, make_laws(null, alternative).n_features, epsilon)
+    if stat.name == "exact":
+        return stat.expected_log_e(n_samples, epsilon)
     stat, lam, _ = resolve_plan(est, laws, stat, n_samples, epsilon)
     return float(expected_log_release(laws, stat, lam, n_samples, epsilon))

@@ -24,7 +24,7 @@ import math
 import numpy as np
 from scipy import special, stats
 
-from .._noise import two_sided_geometric
+from .._noise import log_geometric_mixture, two_sided_geometric
 from ._laws import _DiscreteLaws
 
 __all__ = ["BinaryExact", "binary_exact", "exact_model"]
@@ -121,6 +121,19 @@ class BinaryExact:
         y = self.release(self.count(X), epsilon, rng)
         ell = float(self.log_lr(y, X.shape[0], epsilon)[0])
         return ell, -ell
+
+    def expected_log_e(self, n, epsilon):
+        """E_Q[log E] of the release for n rows: KL(f_Q‖f_P), in nats (public).
+
+        Summed over the integers where f_Q > e^{-60} max f_Q (the rest carries a
+        negligible mass), with the laws from an O(n) recursion.
+        """
+        k = np.arange(n + 1)
+        pad = int(60 / epsilon) + 1
+        _, lq = log_geometric_mixture(stats.binom.logpmf(k, n, self.q1), epsilon, pad)
+        _, lp = log_geometric_mixture(stats.binom.logpmf(k, n, self.p1), epsilon, pad)
+        keep = lq >= lq.max() - 60
+        return float(np.sum(np.exp(lq[keep]) * (lq[keep] - lp[keep])))
 
     def log_lr(self, y, n, epsilon):
         """log f_Q(y) − log f_P(y): the log e-value against P of the release y."""

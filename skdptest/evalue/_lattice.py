@@ -25,7 +25,7 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import optimize, special
 
-from .._noise import two_sided_geometric
+from .._noise import log_geometric_mixture, two_sided_geometric
 from ._cache import _cached
 from ._laws import _DiscreteLaws
 from ._optimal import optimal_statistic
@@ -318,6 +318,24 @@ class LatticeExact:
         if np.isfinite(bound).any():
             upper = np.logaddexp(upper, self.log_density(y, bound, n))
         return lower, upper
+
+    def expected_log_e(self, n, epsilon=None):
+        """E_Q[log E] of the release for n rows, in nats (public), with the guards of
+        ``log_lr``: Σ_y f_Q(y) log E(y) over the y where f_Q > e^{-60} max f_Q, the
+        densities from an O(size) recursion instead of ``log_density``."""
+        if self._grid(n)[2] == 0:
+            return 0.0
+        log_p, log_q, bound_p, _, rel = self.log_laws(n)
+        rate = self.noise_rate(n)
+        pad = int(60 / rate) + 1
+        _, lq = log_geometric_mixture(log_q, rate, pad)
+        lp = log_geometric_mixture(log_p, rate, pad)[1]
+        lp = lp + math.log1p(_REL_GUARD) - math.log1p(-rel)
+        if np.isfinite(bound_p).any():
+            lp = np.logaddexp(lp, log_geometric_mixture(bound_p, rate, pad)[1])
+        keep = lq >= lq.max() - 60
+        log_e = lq[keep] + math.log1p(-_REL_GUARD) - math.log1p(rel) - lp[keep]
+        return float(np.sum(np.exp(lq[keep]) * log_e))
 
     def log_lr(self, y, n, epsilon=None, against="P"):
         """Log e-value of the release y: log f_Q(y) − log f_P(y) against P (default),

@@ -488,10 +488,58 @@ def test_bernoulli_plan_keeps_the_merged_release():
     assert r.result_.clip_range == 1.0 and 0 < r.result_.bet < 1
 
 
+# ---------------------------------------------------------------- planning the exact statistic
+def test_planned_exact_two_point_matches_the_certificate_primal():
+    """Two independent computations of the geometric release's KL: the O(n) recursion
+    of the planner and the LP dual sum of the certificate."""
+    from skdptest import expected_log_e_value
+    from skdptest.evalue._bound import two_point_epower_bound
+
+    planned = expected_log_e_value(*_bern(0.7), 60, 1.0, statistic="exact")
+    assert planned == pytest.approx(two_point_epower_bound(60, P0, 0.7, 1.0).geometric,
+                                    rel=1e-10)
+
+
+def test_planned_exact_lattice_matches_direct_summation():
+    """Σ_y f_Q(y) log E(y) with f_Q from the direct (blocked) density and log E from
+    the shipped log_lr, against the planner's recursion."""
+    from skdptest import expected_log_e_value
+    from skdptest.evalue._exact import exact_model
+
+    null, alt, n = stats.norm(0, 1), stats.norm(0.5, 1), 15
+    model = exact_model(make_laws(null, alt), 1.0)
+    log_q = model.log_laws(n)[1]
+    ys = np.arange(-2000, log_q.size + 2000)
+    lq = model.log_density(ys, log_q, n)
+    direct = math.fsum(np.exp(lq) * model.log_lr(ys, n))
+    assert expected_log_e_value(null, alt, n, 1.0, statistic="exact") == pytest.approx(
+        direct, rel=1e-9)
+
+
+def test_planned_exact_matches_monte_carlo():
+    from skdptest import expected_log_e_value
+
+    null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
+    planned = expected_log_e_value(null, alt, 40, 1.0, statistic="exact")
+    logs, _ = _release_draws(null, alt, lambda rng, n: rng.normal(0.5, 1, size=(n, 1)),
+                             n=40, reps=600, seed=15, epsilon=1.0, statistic="exact")
+    se = logs.std(ddof=1) / math.sqrt(logs.size)
+    assert abs(logs.mean() - planned) <= 4 * se
+
+
+def test_planned_exact_refused_without_exact_model():
+    from skdptest import expected_log_e_value
+
+    null = stats.multivariate_normal(np.zeros(2), np.eye(2))
+    alt = stats.multivariate_normal(np.ones(2), 2 * np.eye(2))
+    with pytest.raises(ValueError, match="exact model of the laws"):
+        expected_log_e_value(null, alt, 10, 1.0, statistic="exact")
+
+
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(n_samples=0), ValueError, "n_samples must be >= 1"),
     (dict(epsilon=0.0), ValueError, "epsilon must be > 0"),
-    (dict(statistic="exact"), ValueError, "statistic must be one of"),
+    (dict(statistic="bogus"), ValueError, "statistic must be one of"),
 ])
 def test_expected_log_e_value_bad_input(kwargs, exc, match):
     from skdptest import expected_log_e_value
