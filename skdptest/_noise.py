@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import special
 
 __all__ = [
     "laplace",
@@ -15,6 +16,7 @@ __all__ = [
     "randomized_response",
     "two_sided_geometric",
     "log_geometric_mixture",
+    "log_geometric_mixture_at",
 ]
 
 
@@ -64,6 +66,20 @@ def log_geometric_mixture(log_law, rate, pad):
         back = np.logaddexp.accumulate((law - rate * y)[::-1])[::-1]  # Σ_{t>=y}
     back = np.concatenate([back[1:], [-np.inf]]) + rate * y  # Σ_{t>y}
     return y, np.logaddexp(fwd, back) + math.log(math.tanh(rate / 2))
+
+
+def log_geometric_mixture_at(y, log_law, rate, block_terms=4_000_000):
+    """log P(T + Z = y) at the given integers y (same law as ``log_geometric_mixture``),
+    every term of the mixture kept, y processed in blocks of about ``block_terms``
+    terms to bound memory."""
+    t = np.arange(log_law.size)
+    out = np.empty(y.shape)
+    block = max(1, block_terms // log_law.size)
+    for start in range(0, y.size, block):
+        yb = y[start:start + block]
+        terms = log_law[None, :] - rate * np.abs(yb[:, None] - t[None, :])
+        out[start:start + block] = special.logsumexp(terms, axis=1)
+    return out + math.log(math.tanh(rate / 2))
 
 
 def poisson(rng, lam, size=None):

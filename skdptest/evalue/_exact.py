@@ -19,12 +19,10 @@ two-sided test at the full ε.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from scipy import special, stats
+from scipy import stats
 
-from .._noise import log_geometric_mixture, two_sided_geometric
+from .._noise import log_geometric_mixture, log_geometric_mixture_at, two_sided_geometric
 from ._laws import _DiscreteLaws
 
 __all__ = ["BinaryExact", "binary_exact", "exact_model"]
@@ -96,15 +94,8 @@ class BinaryExact:
             raise ValueError(
                 "y must be integer-valued: the release is a count plus integer noise."
             )
-        k = np.arange(n + 1)
-        log_pmf = stats.binom.logpmf(k, n, prob)
-        out = np.empty(y.shape)
-        block = max(1, 2_000_000 // (n + 1))
-        for start in range(0, y.size, block):
-            yb = y[start:start + block]
-            terms = log_pmf[None, :] - epsilon * np.abs(yb[:, None] - k[None, :])
-            out[start:start + block] = special.logsumexp(terms, axis=1)
-        return out + math.log(math.tanh(epsilon / 2.0))
+        log_pmf = stats.binom.logpmf(np.arange(n + 1), n, prob)
+        return log_geometric_mixture_at(y, log_pmf, epsilon, block_terms=2_000_000)
 
     def noise_scale(self, n, epsilon):
         """Scale 1/ε of the two-sided geometric noise (the reciprocal of its rate),

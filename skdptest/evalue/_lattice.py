@@ -25,7 +25,7 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import optimize, special
 
-from .._noise import log_geometric_mixture, two_sided_geometric
+from .._noise import log_geometric_mixture, log_geometric_mixture_at, two_sided_geometric
 from ._cache import _cached
 from ._laws import _DiscreteLaws
 from ._optimal import optimal_statistic
@@ -298,16 +298,8 @@ class LatticeExact:
 
     def log_density(self, y, log_law, n):
         """log f(y) of the release, vectorised over y (in blocks, bounded memory)."""
-        rate = self.noise_rate(n)
-        t = np.arange(log_law.size)
         y = np.atleast_1d(np.asarray(y, dtype=float))
-        out = np.empty(y.shape)
-        block = max(1, 4_000_000 // log_law.size)
-        for start in range(0, y.size, block):
-            yb = y[start:start + block]
-            terms = log_law[None, :] - rate * np.abs(yb[:, None] - t[None, :])
-            out[start:start + block] = special.logsumexp(terms, axis=1)
-        return out + math.log(math.tanh(rate / 2))
+        return log_geometric_mixture_at(y, log_law, self.noise_rate(n))
 
     def _bracket(self, y, log_law, bound, rel, n):
         """(lower, upper) bounds of log f(y): the computed density deflated, resp.
