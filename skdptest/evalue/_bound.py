@@ -92,14 +92,12 @@ def _dual(log_p, log_q, eps):
     f_sign, f_log = np.sign(d), la + np.log(np.abs(np.where(d == 0, 1.0, d)))
     f_sign = np.where(d == 0, 0.0, f_sign)
     r = math.exp(-eps)
-    n1 = la.size
-    diag = np.full(n1, 1.0 + r * r)
+    diag = np.full(la.size, 1.0 + r * r)
     diag[[0, -1]] = 1.0
-    zero = (np.zeros(1), np.full(1, -np.inf))
-    left = (np.concatenate([zero[0], f_sign[:-1]]), np.concatenate([zero[1], f_log[:-1]]))
-    right = (np.concatenate([f_sign[1:], zero[0]]), np.concatenate([f_log[1:], zero[1]]))
-    signs = np.stack([f_sign, -left[0], -right[0]])
-    logs = np.stack([f_log + np.log(diag), left[1] + math.log(r), right[1] + math.log(r)])
+    # (Φ^{-1} F)_s ∝ diag_s F_s − r (F_{s−1} + F_{s+1}), with F = 0 outside 0..n
+    sp, lp = np.pad(f_sign, 1), np.pad(f_log, 1, constant_values=-np.inf)
+    signs = np.stack([f_sign, -sp[:-2], -sp[2:]])
+    logs = np.stack([f_log + np.log(diag), lp[:-2] + math.log(r), lp[2:] + math.log(r)])
     u_sign, u_log = _signed_sum(signs, logs)
     return u_sign, u_log - math.log1p(-r * r)
 
