@@ -449,9 +449,9 @@ def test_planned_clip_range_reaches_the_ceiling_of_additive_releases(mu, n, pape
     assert r.result_.noise_scale == pytest.approx(r.result_.clip_range / eps, rel=1e-9)
 
 
-def test_planned_clip_release_is_private_on_extreme_replacements():
-    """Replacing one row by extreme values moves the release by exactly the clip range,
-    i.e. a Laplace log density ratio of ε (attained, never exceeded)."""
+def _planned_clip_privacy_ratio():
+    """|Δ release| / b for one row replaced by extreme values, same noise draw: the
+    Laplace log density ratio of the planned-clip release on these neighbours."""
     null, alt = stats.norm(0, 1), stats.norm(0.25, 1)
     X = np.random.default_rng(2).normal(0.25, 1, size=(100, 1))
     fits = []
@@ -459,10 +459,20 @@ def test_planned_clip_release_is_private_on_extreme_replacements():
         D = X.copy()
         D[0, 0] = v
         fits.append(PrivateEValueTest(null, alt, epsilon=1.0, random_state=4).fit(D).result_)
-    b = fits[0].noise_scale
     assert fits[0].bet == 1.0 and fits[0].clip_range < 1.0
-    ratio = abs(fits[1].log_e_value - fits[0].log_e_value) / b
-    assert ratio == pytest.approx(1.0, rel=1e-9)
+    return abs(fits[1].log_e_value - fits[0].log_e_value) / fits[0].noise_scale
+
+
+def test_planned_clip_release_is_private_on_extreme_replacements():
+    """Replacing one row by extreme values moves the release by exactly the clip range,
+    i.e. a Laplace log density ratio of ε (attained, never exceeded)."""
+    assert _planned_clip_privacy_ratio() == pytest.approx(1.0, rel=1e-9)
+
+
+def test_planned_clip_with_halved_noise_fails_the_privacy_check(monkeypatch):
+    real = merge_module.noise_scale
+    monkeypatch.setattr(merge_module, "noise_scale", lambda *a: 0.5 * real(*a))
+    assert _planned_clip_privacy_ratio() > 1.5
 
 
 def test_planned_clip_matches_monte_carlo_e_power_and_validity():
