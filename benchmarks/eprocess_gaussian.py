@@ -41,7 +41,7 @@ def run(statistic, mu, eps, under, n_runs, max_samples, seed):
         est = PrivateEProcess(P, Q, statistic=statistic, epsilon=eps, alpha=ALPHA, beta=ALPHA,
                               max_samples=max_samples, random_state=int(s))
         res = est.fit(rng.normal(under, 1.0, size=(max_samples, 1))).result_
-        times.append(res.n_samples_used)
+        times.append(res.n_samples)
         decisions.append(res.decision)
     return np.asarray(times, float), np.asarray(decisions)
 

@@ -86,7 +86,7 @@ def run_eprocess(P, Q, mu, eps, alpha, n_runs, max_samples, seed, **kwargs):
             if res.decision != "continue" or fed >= max_samples:
                 break
             chunk *= 2
-        times.append(res.n_samples_used)
+        times.append(res.n_samples)
         decisions.append(res.decision)
     return Runs(times, decisions)
 

@@ -1,8 +1,11 @@
 """skdptest: differentially private hypothesis tests with scikit-learn conventions."""
 
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
-from ._results import EProcessResult, EValueResult, PermutationTestResult, ThresholdResult
+from ._params import InvalidParameterError
+from ._results import PermutationTestResult, TestResult, ThresholdResult
 from .evalue import (
+    EProcessResult,
+    EValueResult,
     OptimalRate,
     PrivateEProcess,
     PrivateEValueTest,
@@ -21,6 +24,7 @@ __all__ = [
     "EProcessResult",
     "EValueResult",
     "GeneralizedThresholdMechanism",
+    "InvalidParameterError",
     "LedgerEntry",
     "OptimalRate",
     "PermutationTestResult",
@@ -28,6 +32,7 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivateEProcess",
     "PrivateEValueTest",
+    "TestResult",
     "ThresholdResult",
     "expected_log_e_value",
     "optimal_rate",

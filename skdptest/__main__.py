@@ -132,7 +132,7 @@ def main(argv=None):
         r = proc.result_
         print("PrivateEProcess: the same question, users streamed 20 a day")
         print(f"  decision after day {days}: {r.decision} "
-              f"({r.n_samples_used} users used, e-value {r.e_value:.4g})")
+              f"({r.n_samples} users used, e-value {r.e_value:.4g})")
     if hasattr(skdptest, "DPMMDTest"):
         r = skdptest.DPMMDTest(
             epsilon=eps, n_permutations=500, budget=budget, random_state=0

@@ -1,123 +1,86 @@
-"""Frozen result dataclasses.
+"""Frozen result dataclasses: the base every test's result extends.
 
-Every field is itself a private release or public information (parameters,
-sample sizes). No result holds a non-private statistic, a noise draw or a count
-that would leak.
+Every field of a result is itself a private release (covered, jointly with the
+other fields, by the estimator's privacy argument) or public information
+(parameters, sample sizes). No result holds a non-private statistic, a noise
+draw or a count that would leak.
+
+Family results (e-values, permutation tests, threshold search) subclass
+:class:`TestResult` and live in their family's package; they are re-exported
+from :mod:`skdptest`.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass
+from typing import ClassVar
 
 __all__ = [
-    "EProcessResult",
-    "EValueResult",
     "PermutationTestResult",
+    "TestResult",
     "ThresholdResult",
+    "pvalue_from_log_e",
 ]
 
 
-@dataclass(frozen=True)
-class EValueResult:
-    """Result of a private batch e-value test.
+def pvalue_from_log_e(log_e):
+    """The valid p-value min(1, 1/E) of an e-value E given as log E (Markov)."""
+    return math.exp(-max(float(log_e), 0.0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestResult:
+    """Fields every private test result has (keyword-only, frozen).
 
     Attributes
     ----------
-    e_value : float
-        The ε-DP e-value E (unitless, ≥ 0, E_P[E] ≤ 1 under the null P).
-    log_e_value : float
-        Its natural logarithm, in nats (the released quantity; may be negative).
     reject : bool
-        Whether ``e_value >= 1 / alpha`` (Markov: type-I error ≤ alpha).
+        Whether the null hypothesis is rejected at level ``alpha``.
     alpha : float
-        Level of the test.
+        Level of the test (probability of a false rejection under the null).
     epsilon : float
-        ε spent by this release (pure ε-DP, replace-one neighbours).
+        ε spent by the release that produced this result.
     delta : float
-        δ spent (always 0).
+        δ spent (0 for pure ε-DP releases).
     n_samples : int
-        Number of rows used.
-    statistic : str
-        Per-row statistic: ``"optimal"`` (clipped likelihood ratio E*),
-        ``"tslr"``, or ``"exact"`` (likelihood ratio of the released value).
-    bet : float or None
-        Merging bet λ_b in (0, 1] (public: a function of n and the laws); 1 means
-        no merging (the planner chose a narrower clip range instead, see
-        ``clip_range``); None for ``statistic="exact"``, which does not merge.
-    noise_scale : float
-        Scale of the noise (public): the Laplace scale R_λ / ε, in nats, on the
-        merged log statistic; for ``statistic="exact"``, the reciprocal
-        sensitivity / ε of the rate of the two-sided geometric noise, in counts
-        (two-point laws) or lattice units (other laws), 0 when the statistic is
-        constant.
-    clip_range : float or None
-        Log-range log(c2/c1) at which E* is clipped, in nats: ε, or a narrower range
-        planned by ``bet="auto"`` when that beats merging (continuous laws at small
-        n·R_ε); None for ``"tslr"`` and ``"exact"``.
+        Number of rows the release used (public).
     method : str
         Name of the procedure.
+
+    Notes
+    -----
+    Results whose class sets ``_unpack`` unpack like scipy's results, e.g.
+    ``statistic, pvalue = result``.
     """
 
-    e_value: float
-    log_e_value: float
+    __test__ = False  # not a pytest test class, despite the name
+
     reject: bool
     alpha: float
     epsilon: float
     delta: float
     n_samples: int
-    statistic: str
-    bet: float | None
-    noise_scale: float
-    clip_range: float | None
-    method: str = "PrivateEValueTest"
+    method: str
+
+    _unpack: ClassVar[tuple] = ()
+
+    def __iter__(self):
+        if not self._unpack:
+            raise TypeError(f"{type(self).__name__} cannot be unpacked.")
+        return iter(tuple(getattr(self, name) for name in self._unpack))
 
 
-@dataclass(frozen=True)
-class EProcessResult:
-    """State of a private e-process.
+class PValueAliasMixin:
+    """``p_value``: deprecated alias of ``pvalue`` (scipy's name)."""
 
-    Attributes
-    ----------
-    decision : str
-        ``"reject"`` (the null P is rejected), ``"accept"`` (two-sided mode: the
-        alternative is rejected, i.e. P accepted) or ``"continue"``.
-    reject : bool
-        ``decision == "reject"``.
-    e_value : float
-        Current value of the private e-process against P (product of the
-        released batch e-values; constant between batch ends).
-    log_e_process : tuple of float
-        Released log e-process against P at each completed batch end, in nats.
-    log_e_process_alt : tuple of float or None
-        Two-sided mode: the released log e-process against Q; otherwise None.
-    batch_ends : tuple of int
-        Number of rows consumed at each batch end (public: the schedule).
-    n_samples_used : int
-        Rows consumed by completed batches up to the decision (or so far).
-    alpha : float
-        Level against P.
-    beta : float or None
-        Level against Q (two-sided mode) or None.
-    epsilon : float
-        ε spent for the whole stream (pure ε-DP, replace-one neighbours).
-    delta : float
-        δ spent (always 0).
-    method : str
-        Name of the procedure.
-    """
-
-    decision: str
-    reject: bool
-    e_value: float
-    log_e_process: tuple
-    log_e_process_alt: tuple | None
-    batch_ends: tuple
-    n_samples_used: int
-    alpha: float
-    beta: float | None
-    epsilon: float
-    delta: float
-    method: str = "PrivateEProcess"
+    @property
+    def p_value(self):
+        """Deprecated alias of ``pvalue``; will be removed in 0.2."""
+        warnings.warn("p_value is deprecated and will be removed in 0.2; use pvalue "
+                      "(scipy's name).", FutureWarning, stacklevel=2)
+        return self.pvalue
 
 
 @dataclass(frozen=True)

@@ -79,13 +79,17 @@ def check_budget(budget):
 def check_generator(random_state, stream=0):
     """Resolve ``random_state`` to a :class:`numpy.random.Generator`.
 
-    Follows sklearn's :func:`~sklearn.utils.check_random_state` (None, int,
-    ``RandomState``) and also accepts a ``Generator``, returned as is.
-    ``stream`` separates the noise of ``fit`` (0) from that of ``score`` (1)
-    under one seed. A fixed seed makes the noise reproducible: use it for
-    experiments, and ``None`` for real releases (reusing a noise draw on two
-    releases reveals their difference).
+    ``None`` draws a fresh seed from the operating system's entropy
+    (:class:`numpy.random.SeedSequence`), never from numpy's global state: after
+    ``np.random.seed(0)`` elsewhere, two releases must still get independent,
+    unpredictable noise. An int seed (or a ``RandomState``) makes the noise
+    reproducible, and therefore predictable by anyone who knows the seed: use it
+    for tests and experiments only, never for real releases. A ``Generator`` is
+    returned as is. ``stream`` separates the noise of ``fit`` (0) from that of
+    ``score`` (1) under one seed.
     """
+    if random_state is None:
+        return np.random.default_rng(np.random.SeedSequence())
     if isinstance(random_state, np.random.Generator):
         return random_state
     rs = check_random_state(random_state)

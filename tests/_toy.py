@@ -8,25 +8,22 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
-from skdptest import BudgetExceededError
+from skdptest import BudgetExceededError, PrivacyBudget
 from skdptest._base import BasePrivateTest
 from skdptest._noise import laplace
-from skdptest._validation import check_alpha, check_epsilon, check_real
+from skdptest._params import InstanceOf, Interval, NoneValue, RandomState
+from skdptest._results import TestResult
 
 
-@dataclass(frozen=True)
-class ToyResult:
+@dataclass(frozen=True, kw_only=True)
+class ToyResult(TestResult):
     """Result of :class:`ToyMeanTest` (a private clipped mean)."""
 
     statistic: float
-    reject: bool
-    alpha: float
-    epsilon: float
-    delta: float
-    n_samples: int
     method: str = "ToyMeanTest"
 
 
@@ -46,32 +43,24 @@ class ToyMeanTest(BasePrivateTest):
         self.budget = budget
         self.random_state = random_state
 
-    def _check_params(self):
-        check_epsilon(self.epsilon)
-        check_real(self.bound, "bound", low=0.0, low_open=True)
-        check_alpha(self.alpha)
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "bound": [Interval(Real, 0, None, closed="neither")],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
+        "random_state": [RandomState()],
+    }
 
-    def _privacy_cost(self):
-        return float(self.epsilon), 0.0
-
-    def _noisy_mean(self, X, rng):
+    def _release(self, prep, rng):
+        p, X = prep.params, prep.X
         n = X.shape[0]
-        values = np.clip(X.mean(axis=1), -self.bound, self.bound)
-        return float(values.mean() + laplace(rng, 2.0 * self.bound / (n * self.epsilon)))
+        values = np.clip(X.mean(axis=1), -p["bound"], p["bound"])
+        statistic = float(values.mean() + laplace(rng, 2.0 * p["bound"] / (n * p["epsilon"])))
+        return ToyResult(statistic=statistic, reject=bool(statistic > 0), alpha=p["alpha"],
+                         epsilon=p["epsilon"], delta=0.0, n_samples=n)
 
-    def _fit_private(self, X, y, rng):
-        statistic = self._noisy_mean(X, rng)
-        return ToyResult(
-            statistic=statistic,
-            reject=bool(statistic > 0),
-            alpha=float(self.alpha),
-            epsilon=float(self.epsilon),
-            delta=0.0,
-            n_samples=int(X.shape[0]),
-        )
-
-    def _score_private(self, X, y, rng):
-        return self._noisy_mean(X, rng)
+    def _score_value(self, result):
+        return result.statistic
 
 
 def race_spend(budget, step, n_tries, barrier, queue):

@@ -3,8 +3,11 @@
 from ._eprocess import PrivateEProcess
 from ._evalue import PrivateEValueTest, expected_log_e_value
 from ._optimal import OptimalRate, optimal_rate
+from ._results import EProcessResult, EValueResult
 
 __all__ = [
+    "EProcessResult",
+    "EValueResult",
     "OptimalRate",
     "PrivateEProcess",
     "PrivateEValueTest",

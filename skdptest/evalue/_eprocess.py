@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import math
-from numbers import Integral
+from dataclasses import dataclass, field
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
-from .._base import BasePrivateTest
-from .._results import EProcessResult
-from .._validation import check_alpha, check_generator, check_int, check_real
+from .._base import BaseStreamingTest
+from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options
 from ._cache import _cached
-from ._evalue import check_statistic_params, default_laws
+from ._evalue import COMMON_CONSTRAINTS, check_laws, default_laws
 from ._exact import binary_exact, exact_model
 from ._laws import make_laws
 from ._merge import plan_release, release
 from ._optimal import optimal_statistic, tslr_statistic
+from ._results import EProcessResult
 from ._schedule import auto_schedule, fixed_schedule, geometric_schedule, paper_schedule
 
 __all__ = ["PrivateEProcess"]
@@ -28,10 +28,11 @@ _STATISTICS = ("auto", "exact", "optimal", "tslr")
 class _Plan:
     """Public planning of one stream: statistics, bets and batch sizes."""
 
-    def __init__(self, est, n_features):
-        epsilon = float(est.epsilon)
+    def __init__(self, params, n_features):
+        epsilon = params["epsilon"]
         null, alt = (
-            default_laws(n_features) if est.null is None else (est.null, est.alternative)
+            default_laws(n_features) if params["null"] is None
+            else (params["null"], params["alternative"])
         )
         self.laws = make_laws(null, alt)
         if self.laws.n_features != n_features:
@@ -39,8 +40,9 @@ class _Plan:
                 f"X has {n_features} feature(s) but the null distribution has dimension "
                 f"{self.laws.n_features}."
             )
-        self.two_sided = est.beta is not None
-        if est.statistic == "exact":
+        self.two_sided = params["beta"] is not None
+        statistic = params["statistic"]
+        if statistic == "exact":
             self.exact = exact_model(self.laws, epsilon)
             if self.exact is None:
                 raise ValueError(
@@ -49,12 +51,12 @@ class _Plan:
                     "statistic='optimal' or 'tslr'."
                 )
         else:  # "auto": the exact statistic where it is cheap (two-point laws)
-            self.exact = binary_exact(self.laws) if est.statistic == "auto" else None
+            self.exact = binary_exact(self.laws) if statistic == "auto" else None
         self.epsilon = epsilon
         # Two-sided merged mode splits ε between the two directions (sequential
         # composition within a batch); the exact mode serves both from one release.
         self.eps_stat = epsilon / 2 if (self.two_sided and self.exact is None) else epsilon
-        name = "optimal" if est.statistic in ("auto", "exact") else est.statistic
+        name = "optimal" if statistic in ("auto", "exact") else statistic
         self.stat = self._statistic(self.laws, name)
         self.rate = optimal_statistic(self.laws, self.eps_stat)[1].rate if self.laws.exact \
             else self.laws.expect(self.stat.log_e, "Q")
@@ -63,8 +65,8 @@ class _Plan:
             self.laws_alt = make_laws(alt, null)
             self.stat_alt = self._on_null_support(self._statistic(self.laws_alt, name))
         self.fixed_bet = None
-        self.schedule = est.schedule
-        self.rho = float(est.rho)
+        self.schedule = params["schedule"]
+        self.rho = params["rho"]
 
     def _statistic(self, laws, name):
         if name == "optimal":
@@ -124,7 +126,7 @@ class _Plan:
         return log_p, log_q
 
 
-class PrivateEProcess(BasePrivateTest):
+class PrivateEProcess(BaseStreamingTest):
     """Sequential ε-DP e-process for a simple null P against Q, with optional stopping.
 
     Rows arrive in order (``partial_fit``); they are cut into disjoint batches of
@@ -205,6 +207,16 @@ class PrivateEProcess(BasePrivateTest):
     batch wait for the batch to complete. ``fit`` starts a new stream (charged
     again); ``partial_fit`` continues the current one.
 
+    Released fields: ``result_`` (decision, path at batch ends, batch ends, rows
+    used; all functions of the batch releases and the public schedule) and the
+    public ``n_features_in_``/``feature_names_in_``. The generator and the rows
+    of an incomplete batch are private: they live in the running stream, which
+    is never pickled or copied (a copy keeps ``result_`` but cannot continue
+    the stream). Every parameter is frozen when the stream is charged: changing
+    one with ``set_params`` mid-stream (say a larger ``epsilon``, which would
+    lower the noise of later batches) makes ``partial_fit`` raise; ``fit``
+    starts a new, charged stream.
+
     References
     ----------
     .. [1] Jacobsen, Gonzalez, Brown, Fawaz, Ramdas. "Optimal Rates for
@@ -221,6 +233,8 @@ class PrivateEProcess(BasePrivateTest):
     >>> for _ in range(100):
     ...     _ = proc.partial_fit(rng.binomial(1, 0.6, size=(10, 1)))
     >>> proc.decision()
+    True
+    >>> proc.result_.decision
     'reject'
     """
 
@@ -251,160 +265,121 @@ class PrivateEProcess(BasePrivateTest):
         self.budget = budget
         self.random_state = random_state
 
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "statistic": [Options(*_STATISTICS)],
+        "beta": [NoneValue(), Interval(Real, 0, 1, closed="neither")],
+        "schedule": [Options(*_SCHEDULES),
+                     InstanceOf(list, tuple, range, np.ndarray,
+                                description="a sequence of positive integers")],
+        "rho": [Interval(Real, 1, None, closed="neither")],
+        "max_samples": [NoneValue(), Interval(Integral, 1, None)],
+    }
+
     # ---------------------------------------------------------------- params
-    def _check_params(self):
-        check_statistic_params(self, _STATISTICS, bet=False)
-        if self.beta is not None:
-            check_alpha(self.beta, "beta")
-        check_real(self.rho, "rho", low=1.0, low_open=True)
-        if self.max_samples is not None:
-            check_int(self.max_samples, "max_samples", low=1)
-        self._check_schedule()
+    def _check_params(self, params):
+        params = check_laws(params)
+        schedule = params["schedule"]
+        if not isinstance(schedule, str):
+            sizes = list(np.asarray(schedule).ravel()) if isinstance(schedule, np.ndarray) \
+                else list(schedule)
+            if not sizes or not all(
+                isinstance(v, Integral | np.integer) and not isinstance(v, bool | np.bool_)
+                and v >= 1 for v in sizes
+            ):
+                raise InvalidParameterError(
+                    "schedule must be 'auto', 'paper', 'doubling' or a non-empty sequence of "
+                    "positive integers."
+                )
+        return params
 
-    def _check_schedule(self):
-        s = self.schedule
-        if isinstance(s, str):
-            if s not in _SCHEDULES:
-                raise ValueError(f"schedule must be one of {_SCHEDULES} or a sequence of "
-                                 f"positive integers, got {s!r}.")
-            return
-        try:
-            sizes = list(s)
-        except TypeError:
-            raise TypeError(f"schedule must be a string or a sequence of positive integers, "
-                            f"got {type(s).__name__}.") from None
-        if not sizes or not all(
-            isinstance(v, Integral) and not isinstance(v, bool) and v >= 1 for v in sizes
-        ):
-            raise ValueError("schedule must be a non-empty sequence of positive integers.")
-
-    def _privacy_cost(self):
-        return float(self.epsilon), 0.0
-
-    def _plan(self, n_features):
-        key = ("plan", id(self.null), id(self.alternative), self.statistic,
-               float(self.epsilon), self.beta is None, repr(self.schedule), float(self.rho),
-               n_features)
-        return _cached(key, (self.null, self.alternative), lambda: _Plan(self, n_features))
-
-    def _check_data(self, X, y):
-        self._plan(X.shape[1]).laws.log_ratio(X)
+    def _plan(self, params, X, y):
+        key = ("plan", id(params["null"]), id(params["alternative"]), params["statistic"],
+               params["epsilon"], params["beta"] is None, repr(params["schedule"]),
+               params["rho"], X.shape[1])
+        plan = _cached(key, (params["null"], params["alternative"]),
+                       lambda: _Plan(params, X.shape[1]))
+        plan.laws.log_ratio(X)  # refuses rows outside the null's support, before charging
+        return plan
 
     # ---------------------------------------------------------------- stream
-    def fit(self, X, y=None):
-        """Start a new stream (charged ε) and feed it the rows of ``X`` in order.
+    def _start_stream(self, prep):
+        X = prep.X
+        return _StreamState(buffer=X[:0], log_q=0.0 if prep.params["beta"] is not None
+                            else None)
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Rows in arrival order.
-        y : None
-            Ignored.
+    def _check_stream_data(self, stream, X):
+        stream.plan.laws.log_ratio(X)
 
-        Returns
-        -------
-        self : object
-        """
-        for attr in ("_stream", "result_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
-        return self._feed(X, "fit")
-
-    def partial_fit(self, X, y=None):
-        """Append rows to the stream (the first call starts it and charges ε).
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            New rows in arrival order.
-        y : None
-            Ignored.
-
-        Returns
-        -------
-        self : object
-        """
-        return self._feed(X, "partial_fit")
-
-    def _feed(self, X, label):
-        new = not hasattr(self, "_stream")
-        X, _ = self._prepare(X, None, reset=new)
-        if new:
-            self._charge(label)
-            self._stream = {
-                "rng": check_generator(self.random_state), "buffer": X[:0], "sizes": [],
-                "log_p": 0.0, "log_q": 0.0 if self.beta is not None else None,
-                "path_p": [], "path_q": [], "ends": [], "used": 0, "decision": "continue",
-            }
-        self._advance(X)
-        self.result_ = self._result()
-        return self
-
-    def _next_size(self, plan, st):
-        j = len(st["ends"])
-        while len(st["sizes"]) <= j:  # batch sizes are recomputed from the public plan
+    def _next_size(self, stream):
+        st, plan = stream.state, stream.plan
+        j = len(st.ends)
+        while len(st.sizes) <= j:  # batch sizes are recomputed from the public plan
             gen = plan.sizes()
-            st["sizes"] = [next(gen) for _ in range(max(2 * len(st["sizes"]), 8))]
-        size = st["sizes"][j]
-        if self.max_samples is not None:
-            size = min(size, self.max_samples - st["used"])
+            st.sizes = [next(gen) for _ in range(max(2 * len(st.sizes), 8))]
+        size = st.sizes[j]
+        max_samples = stream.params["max_samples"]
+        if max_samples is not None:
+            size = min(size, max_samples - st.used)
         return size
 
-    def _advance(self, X):
-        st = self._stream
-        if st["decision"] != "continue" or self._exhausted(st):
-            return  # rows after a decision (or past max_samples) are not used
-        plan = self._plan(X.shape[1])
-        buf = np.concatenate([st["buffer"], X]) if len(st["buffer"]) else X
-        start = 0
-        while st["decision"] == "continue" and not self._exhausted(st):
-            size = self._next_size(plan, st)
-            if len(buf) - start < size:
-                break
-            log_p, log_q = plan.batch_log_e(buf[start:start + size], st["rng"])
-            start += size
-            self._record(st, size, log_p, log_q)
-        st["buffer"] = buf[start:] if st["decision"] == "continue" else buf[:0]
+    def _advance(self, stream, X):
+        st = stream.state
+        if st.decision == "continue" and not self._exhausted(stream):
+            buf = np.concatenate([st.buffer, X]) if len(st.buffer) else X
+            start = 0
+            while st.decision == "continue" and not self._exhausted(stream):
+                size = self._next_size(stream)
+                if len(buf) - start < size:
+                    break
+                log_p, log_q = stream.plan.batch_log_e(buf[start:start + size], stream.rng)
+                start += size
+                self._record(stream, size, log_p, log_q)
+            st.buffer = buf[start:] if st.decision == "continue" else buf[:0]
+        # rows after a decision (or past max_samples) are not used
+        return self._result(stream)
 
-    def _exhausted(self, st):
-        return self.max_samples is not None and st["used"] >= self.max_samples
+    @staticmethod
+    def _exhausted(stream):
+        max_samples = stream.params["max_samples"]
+        return max_samples is not None and stream.state.used >= max_samples
 
-    def _record(self, st, size, log_p, log_q):
-        st["used"] += size
-        st["ends"].append(st["used"])
-        st["log_p"] += log_p
-        st["path_p"].append(st["log_p"])
+    @staticmethod
+    def _record(stream, size, log_p, log_q):
+        st, params = stream.state, stream.params
+        st.used += size
+        st.ends.append(st.used)
+        st.log_p += log_p
+        st.path_p.append(st.log_p)
         if log_q is not None:
-            st["log_q"] += log_q
-            st["path_q"].append(st["log_q"])
-        if st["log_p"] >= -math.log(self.alpha):
-            st["decision"] = "reject"
-        elif log_q is not None and st["log_q"] >= -math.log(self.beta):
-            st["decision"] = "accept"
+            st.log_q += log_q
+            st.path_q.append(st.log_q)
+        if st.log_p >= -math.log(params["alpha"]):
+            st.decision = "reject"
+        elif log_q is not None and st.log_q >= -math.log(params["beta"]):
+            st.decision = "accept"
 
-    def _result(self):
-        st = self._stream
+    @staticmethod
+    def _result(stream):
+        st, params = stream.state, stream.params
         return EProcessResult(
-            decision=st["decision"],
-            reject=st["decision"] == "reject",
-            e_value=math.exp(min(st["log_p"], 700.0)),
-            log_e_process=tuple(st["path_p"]),
-            log_e_process_alt=tuple(st["path_q"]) if self.beta is not None else None,
-            batch_ends=tuple(st["ends"]),
-            n_samples_used=int(st["used"]),
-            alpha=float(self.alpha),
-            beta=None if self.beta is None else float(self.beta),
-            epsilon=float(self.epsilon),
+            decision=st.decision,
+            reject=st.decision == "reject",
+            e_value=math.exp(min(st.log_p, 700.0)),
+            log_e_process=tuple(st.path_p),
+            log_e_process_alt=tuple(st.path_q) if params["beta"] is not None else None,
+            batch_ends=tuple(st.ends),
+            n_samples=int(st.used),
+            alpha=params["alpha"],
+            beta=params["beta"],
+            epsilon=params["epsilon"],
             delta=0.0,
         )
 
     # ---------------------------------------------------------------- API
-    def _fit_private(self, X, y, rng):  # pragma: no cover - fit is overridden
-        raise NotImplementedError
-
-    def _score_private(self, X, y, rng):
-        """Final log e-process of a fresh stream on X."""
-        plan = self._plan(X.shape[1])
+    def _score_release(self, prep, rng):
+        """Final log e-process of a fresh stream on X (every complete batch, no stopping)."""
+        plan, X = prep.plan, prep.X
         gen, start, log_p = plan.sizes(), 0, 0.0
         while True:
             size = next(gen)
@@ -430,21 +405,20 @@ class PrivateEProcess(BasePrivateTest):
         """
         return super().score(X, y)
 
-    def decision(self, X=None, y=None):
-        """``"reject"``, ``"accept"`` (two-sided mode) or ``"continue"``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features), default=None
-            If given, a new stream is fitted on it first.
-        y : None
-            Ignored.
+@dataclass
+class _StreamState:
+    """Mutable state of a running stream (private: ``buffer`` holds pending rows).
 
-        Returns
-        -------
-        decision : str
-        """
-        if X is not None:
-            self.fit(X)
-        check_is_fitted(self)
-        return self.result_.decision
+    Lives inside the estimator's ``_stream``, which is never pickled or copied.
+    """
+
+    buffer: np.ndarray
+    log_q: float | None
+    sizes: list = field(default_factory=list)
+    log_p: float = 0.0
+    path_p: list = field(default_factory=list)
+    path_q: list = field(default_factory=list)
+    ends: list = field(default_factory=list)
+    used: int = 0
+    decision: str = "continue"

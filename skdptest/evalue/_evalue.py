@@ -3,19 +3,32 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 from .._base import BasePrivateTest
-from .._results import EValueResult
-from .._validation import check_alpha, check_epsilon, check_int, check_real
+from .._budget import PrivacyBudget
+from .._params import (
+    HasMethods,
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    NoneValue,
+    Options,
+    RandomState,
+    check_value,
+    validate_parameters,
+)
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
 from ._merge import expected_log_release, plan_release, release
 from ._optimal import optimal_statistic, tslr_statistic
+from ._results import EValueResult
 
 __all__ = ["PrivateEValueTest", "expected_log_e_value"]
 
@@ -31,35 +44,42 @@ def default_laws(n_features):
     )
 
 
-def check_statistic_params(est, statistics=_STATISTICS, bet=True):
-    """Validate the parameters shared by the e-value estimators; return ε."""
-    epsilon = check_epsilon(est.epsilon)
-    check_alpha(est.alpha)
-    if (est.null is None) != (est.alternative is None):
-        raise ValueError("null and alternative must be given together (or both left as None).")
-    if est.null is not None:
-        check_law(est.null, "null")
-        check_law(est.alternative, "alternative")
-    if not isinstance(est.statistic, str) or est.statistic not in statistics:
-        raise ValueError(f"statistic must be one of {statistics}, got {est.statistic!r}.")
-    if not bet:
-        return epsilon
-    if isinstance(est.bet, str):
-        if est.bet != "auto":
-            raise ValueError(f"bet must be 'auto' or a float in (0, 1), got {est.bet!r}.")
-    elif isinstance(est.bet, Real) and not isinstance(est.bet, bool):
-        check_real(est.bet, "bet", low=0.0, high=1.0, low_open=True, high_open=True)
-    else:
-        raise TypeError(f"bet must be 'auto' or a float in (0, 1), got {type(est.bet).__name__}.")
-    return epsilon
+LAW = HasMethods("rvs", description="None or a frozen scipy.stats distribution")
+
+#: Constraints shared by the e-value estimators.
+COMMON_CONSTRAINTS = {
+    "null": [NoneValue(), LAW],
+    "alternative": [NoneValue(), LAW],
+    "epsilon": [Interval(Real, 0, None, closed="neither")],
+    "alpha": [Interval(Real, 0, 1, closed="neither")],
+    "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
+    "random_state": [RandomState()],
+}
 
 
-def resolve_statistic(est, n_features, epsilon):
+def check_laws(params):
+    """Cross-check ``null`` and ``alternative`` (given together, supported kinds)."""
+    if (params["null"] is None) != (params["alternative"] is None):
+        raise InvalidParameterError(
+            "null and alternative must be given together (or both left as None)."
+        )
+    if params["null"] is not None:
+        for name in ("null", "alternative"):
+            try:
+                check_law(params[name], name)
+            except (TypeError, ValueError) as exc:
+                raise InvalidParameterError(str(exc)) from exc
+    return params
+
+
+def resolve_statistic(params, n_features):
     """The laws and the per-row statistic of an e-value estimator, for ``n_features``."""
+    epsilon, name = params["epsilon"], params["statistic"]
 
     def compute():
         null, alternative = (
-            default_laws(n_features) if est.null is None else (est.null, est.alternative)
+            default_laws(n_features) if params["null"] is None
+            else (params["null"], params["alternative"])
         )
         laws = make_laws(null, alternative)
         if laws.n_features != n_features:
@@ -67,9 +87,9 @@ def resolve_statistic(est, n_features, epsilon):
                 f"X has {n_features} feature(s) but the null distribution has dimension "
                 f"{laws.n_features}."
             )
-        if est.statistic == "optimal":
+        if name == "optimal":
             return laws, optimal_statistic(laws, epsilon)[0]
-        if est.statistic == "exact":
+        if name == "exact":
             exact = exact_model(laws, epsilon)
             if exact is None:
                 raise ValueError(
@@ -80,12 +100,12 @@ def resolve_statistic(est, n_features, epsilon):
             return laws, exact
         return laws, tslr_statistic(laws, epsilon)
 
-    anchors = (est.null, est.alternative)
-    key = ("stat", id(est.null), id(est.alternative), est.statistic, epsilon, n_features)
+    anchors = (params["null"], params["alternative"])
+    key = ("stat", id(anchors[0]), id(anchors[1]), name, epsilon, n_features)
     return _cached(key, anchors, compute)
 
 
-def resolve_plan(est, laws, stat, n, epsilon):
+def resolve_plan(bet, laws, stat, n, epsilon):
     """The per-row statistic, bet and clip range for n rows (public: laws and n only).
 
     A fixed ``bet`` merges ``stat`` (E* clipped at ε, or tsLR). With ``bet="auto"``
@@ -95,8 +115,8 @@ def resolve_plan(est, laws, stat, n, epsilon):
     is for continuous laws at small n R_ε. Returns (stat, bet, clip range or None).
     """
     clip = epsilon if stat.name == "optimal" else None
-    if est.bet != "auto":
-        return stat, float(est.bet), clip
+    if bet != "auto":
+        return stat, float(bet), clip
 
     def compute():
         stat_at = None
@@ -221,47 +241,50 @@ class PrivateEValueTest(BasePrivateTest):
         self.budget = budget
         self.random_state = random_state
 
-    def _check_params(self):
-        check_statistic_params(self)
+    _parameter_constraints = {
+        **COMMON_CONSTRAINTS,
+        "statistic": [Options(*_STATISTICS)],
+        "bet": [Options("auto"), Interval(Real, 0, 1, closed="neither")],
+    }
 
-    def _privacy_cost(self):
-        return float(self.epsilon), 0.0
+    def _check_params(self, params):
+        return check_laws(params)
 
-    def _check_data(self, X, y):
+    def _plan(self, params, X, y):
         # Everything that can refuse the data runs here, before the budget is charged;
-        # the values computed are discarded (nothing private is kept before charging).
-        laws, _ = resolve_statistic(self, X.shape[1], float(self.epsilon))
+        # the log-ratios computed are discarded (nothing private is kept before charging).
+        laws, stat = resolve_statistic(params, X.shape[1])
         laws.log_ratio(X)
-
-    def _release(self, X, rng):
-        epsilon = float(self.epsilon)
-        laws, stat = resolve_statistic(self, X.shape[1], epsilon)
-        n = X.shape[0]
         if stat.name == "exact":
-            return (stat.batch_log_e(X, epsilon, rng), None, stat.noise_scale(n, epsilon),
-                    "exact", None)
-        stat, bet, clip = resolve_plan(self, laws, stat, n, epsilon)
-        log_e, scale = release(stat.log_e(laws.log_ratio(X)), stat, bet, epsilon, rng)
-        return log_e, bet, scale, stat.name, clip
+            return _EValuePlan(laws, stat, None, None)
+        stat, bet, clip = resolve_plan(params["bet"], laws, stat, X.shape[0], params["epsilon"])
+        return _EValuePlan(laws, stat, bet, clip)
 
-    def _fit_private(self, X, y, rng):
-        log_e, bet, scale, name, clip = self._release(X, rng)
+    def _release(self, prep, rng):
+        params, plan, X = prep.params, prep.plan, prep.X
+        epsilon, n = params["epsilon"], prep.n_samples
+        if plan.stat.name == "exact":
+            log_e = plan.stat.batch_log_e(X, epsilon, rng)
+            scale = plan.stat.noise_scale(n, epsilon)
+        else:
+            log_e, scale = release(plan.stat.log_e(plan.laws.log_ratio(X)), plan.stat,
+                                   plan.bet, epsilon, rng)
         return EValueResult(
             e_value=math.exp(min(log_e, 700.0)),
             log_e_value=log_e,
-            reject=bool(log_e >= -math.log(self.alpha)),
-            alpha=float(self.alpha),
-            epsilon=float(self.epsilon),
+            reject=bool(log_e >= -math.log(params["alpha"])),
+            alpha=params["alpha"],
+            epsilon=epsilon,
             delta=0.0,
-            n_samples=int(X.shape[0]),
-            statistic=name,
-            bet=bet,
+            n_samples=n,
+            statistic_kind=plan.stat.name,
+            bet=plan.bet,
             noise_scale=scale,
-            clip_range=clip,
+            clip_range=plan.clip,
         )
 
-    def _score_private(self, X, y, rng):
-        return self._release(X, rng)[0]
+    def _score_value(self, result):
+        return result.log_e_value
 
     def score(self, X, y=None):
         """Private log e-value on new data ``X`` (charged ε like a fit).
@@ -279,6 +302,16 @@ class PrivateEValueTest(BasePrivateTest):
             Released log e-value, in nats.
         """
         return super().score(X, y)
+
+
+@dataclass(frozen=True)
+class _EValuePlan:
+    """Public plan of one e-value release: laws, statistic, bet and clip range."""
+
+    laws: Any
+    stat: Any
+    bet: float | None
+    clip: float | None
 
 
 def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="optimal",
@@ -321,13 +354,18 @@ def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="op
     ...                            statistic="exact"), 1)
     280.9
     """
-    est = PrivateEValueTest(null, alternative, epsilon=epsilon, statistic=statistic, bet=bet)
-    epsilon = check_statistic_params(est)
-    n_samples = check_int(n_samples, "n_samples", low=1)
+    params = validate_parameters(
+        {k: PrivateEValueTest._parameter_constraints[k]
+         for k in ("null", "alternative", "epsilon", "statistic", "bet")},
+        dict(null=null, alternative=alternative, epsilon=epsilon, statistic=statistic, bet=bet),
+    )
+    params = check_laws(params)
+    n_samples = check_value(n_samples, [Interval(Integral, 1, None)], "n_samples")
     if null is None:
-        raise ValueError("null and alternative must be given.")
-    laws, stat = resolve_statistic(est, make_laws(null, alternative).n_features, epsilon)
+        raise InvalidParameterError("null and alternative must be given.")
+    epsilon = params["epsilon"]
+    laws, stat = resolve_statistic(params, make_laws(null, alternative).n_features)
     if stat.name == "exact":
         return stat.expected_log_e(n_samples, epsilon)
-    stat, lam, _ = resolve_plan(est, laws, stat, n_samples, epsilon)
+    stat, lam, _ = resolve_plan(params["bet"], laws, stat, n_samples, epsilon)
     return float(expected_log_release(laws, stat, lam, n_samples, epsilon))

@@ -34,7 +34,7 @@ def test_anytime_validity_under_null_one_sided(statistic):
     rejections = 0
     for _ in range(n_streams):
         proc.fit(rng.binomial(1, 0.3, size=(600, 1)))
-        rejections += proc.decision() == "reject"
+        rejections += proc.result_.decision == "reject"
     assert rejections <= _tolerance(n_streams, alpha)
 
 
@@ -64,8 +64,8 @@ def test_two_sided_error_rates(statistic):
     rng = np.random.default_rng(4)
     wrong_p = wrong_q = 0
     for _ in range(n_streams):
-        wrong_p += proc.fit(rng.binomial(1, 0.3, size=(3000, 1))).decision() == "reject"
-        wrong_q += proc.fit(rng.binomial(1, 0.6, size=(3000, 1))).decision() == "accept"
+        wrong_p += proc.fit(rng.binomial(1, 0.3, size=(3000, 1))).result_.decision == "reject"
+        wrong_q += proc.fit(rng.binomial(1, 0.6, size=(3000, 1))).result_.decision == "accept"
     assert wrong_p <= _tolerance(n_streams, alpha)
     assert wrong_q <= _tolerance(n_streams, beta)
 
@@ -73,7 +73,7 @@ def test_two_sided_error_rates(statistic):
 def test_stops_early_under_the_alternative():
     proc = PrivateEProcess(*_bern(0.7), alpha=0.025, beta=0.025, random_state=0)
     rng = np.random.default_rng(5)
-    used = [proc.fit(rng.binomial(1, 0.7, size=(2000, 1))).result_.n_samples_used
+    used = [proc.fit(rng.binomial(1, 0.7, size=(2000, 1))).result_.n_samples
             for _ in range(100)]
     assert np.median(used) < 110  # the paper reports a median of 62 with DP-SPRT at 110
 
@@ -322,12 +322,12 @@ def test_rows_after_decision_are_ignored_and_max_samples_caps():
     proc = PrivateEProcess(*_bern(0.9), alpha=0.05, random_state=0)
     proc.fit(np.ones((500, 1)))
     r = proc.test()
-    assert r.decision == "reject" and r.n_samples_used < 500
+    assert r.decision == "reject" and r.n_samples < 500
     proc.partial_fit(np.zeros((500, 1)))
     assert proc.test() == r
     capped = PrivateEProcess(*_bern(0.6), alpha=1e-9, max_samples=50, random_state=0)
     capped.fit(np.zeros((400, 1)))
-    assert capped.test().n_samples_used == 50 and capped.decision() == "continue"
+    assert capped.test().n_samples == 50 and capped.result_.decision == "continue"
     assert capped.test().batch_ends[-1] == 50
 
 
@@ -395,7 +395,7 @@ def test_bad_rows_mid_stream_are_rejected_and_the_stream_goes_on():
     with pytest.raises(ValueError, match="outside the support"):
         proc.partial_fit(np.array([[0.5]]))
     proc.partial_fit(np.zeros((5, 1)))
-    assert proc.test().n_samples_used == 20
+    assert proc.test().n_samples == 20
 
 
 def test_exact_refused_without_exact_model():

@@ -215,7 +215,7 @@ def test_tslr_is_valid_and_weaker_than_optimal():
     lam = ts.result_.bet
     per_row = laws.expect(lambda L: 1 - lam + lam * np.exp(stat.log_e(L)), "P")
     assert per_row <= 1 + 1e-15
-    assert ts.result_.statistic == "tslr" and opt.statistic == "optimal"
+    assert ts.result_.statistic_kind == "tslr" and opt.statistic == "optimal"
     assert expected_log_release(laws, stat, lam, n, 1.0) < expected_log_release(
         laws, optimal_statistic(laws, 1.0)[0], opt.bet, n, 1.0)
 
@@ -225,7 +225,7 @@ def test_tslr_works_where_optimal_is_refused():
     alt = stats.multivariate_normal(np.ones(2), 2 * np.eye(2))
     X = np.random.default_rng(0).multivariate_normal(np.ones(2), 2 * np.eye(2), size=500)
     r = PrivateEValueTest(null, alt, statistic="tslr", random_state=0).fit(X).result_
-    assert r.reject and r.statistic == "tslr"
+    assert r.reject and r.statistic_kind == "tslr"
     assert r.noise_scale < 1
 
 
@@ -370,7 +370,7 @@ def test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count():
     X = np.random.default_rng(3).binomial(1, q, size=(n, 1))
     est = PrivateEValueTest(null, alt, epsilon=eps, statistic="exact", random_state=4)
     r = est.fit(X).result_
-    assert r.statistic == "exact" and r.bet is None and r.noise_scale == 1 / eps
+    assert r.statistic_kind == "exact" and r.bet is None and r.noise_scale == 1 / eps
     # same noise draw as the estimator: two-sided geometric at rate ε, drawn from the
     # same stream as the difference of two Geometric(1 − e^{−ε}) variables
     from skdptest._validation import check_generator

@@ -194,11 +194,11 @@ def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
     proc = PrivateEProcess(null, alt, statistic="exact", alpha=0.1, max_samples=300,
                            budget=budget, random_state=np.random.default_rng(3))
     rng = np.random.default_rng(4)
-    rejections = sum(proc.fit(rng.normal(size=(300, 1))).decision() == "reject"
+    rejections = sum(proc.fit(rng.normal(size=(300, 1))).result_.decision == "reject"
                      for _ in range(200))
     assert rejections <= stats.binom.ppf(1 - 1e-3, 200, 0.1)
     assert len(budget.ledger) == 200
-    assert proc.fit(rng.normal(0.5, 1, size=(300, 1))).decision() == "reject"
+    assert proc.fit(rng.normal(0.5, 1, size=(300, 1))).result_.decision == "reject"
 
 
 def test_tilted_law_of_the_sum_is_accurate_far_in_the_tails():
@@ -286,5 +286,5 @@ def test_two_sided_eprocess_exact_lattice_accepts_p():
     rng = np.random.default_rng(7)
     proc = PrivateEProcess(null, alt, statistic="exact", alpha=0.05, beta=0.05,
                            max_samples=2000, random_state=np.random.default_rng(8))
-    assert proc.fit(rng.normal(size=(2000, 1))).decision() == "accept"
-    assert proc.fit(rng.normal(0.5, 1, size=(2000, 1))).decision() == "reject"
+    assert proc.fit(rng.normal(size=(2000, 1))).result_.decision == "accept"
+    assert proc.fit(rng.normal(0.5, 1, size=(2000, 1))).result_.decision == "reject"
