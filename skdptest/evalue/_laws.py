@@ -10,10 +10,14 @@ sensitivity -- is an expectation or a tail probability of L. Three models:
   L is Gaussian under both laws, closed forms;
 - :class:`_UnivariateLaws`: other univariate continuous laws; tail probabilities
   are cdf differences between the exactly located crossings of L with a level
-  (bisection to machine precision), expectations by adaptive quadrature.
+  (bisection to machine precision), expectations by quadrature on quantiles.
+  Crossings are *certified* only for the scipy families of :func:`_certify`,
+  whose L is monotone between known points (support ends, kinks, and the roots
+  of L' in closed form); for any other univariate law ``exact = False``.
 
 Models that cannot compute tail probabilities exactly set ``exact = False``:
-the optimal statistic refuses them (validity never rests on Monte Carlo).
+the optimal statistic refuses them (validity never rests on Monte Carlo or on
+a grid that may miss a crossing).
 """
 
 from __future__ import annotations
@@ -82,7 +86,8 @@ def make_laws(null, alternative):
     if None not in gauss and np.allclose(gauss[0][1], gauss[1][1], rtol=0, atol=0):
         return _GaussianLaws(null, alternative, gauss[0][0], gauss[1][0], gauss[0][1])
     if dims[0] == 1 and kinds == ("continuous", "continuous"):
-        return _UnivariateLaws(null, alternative)
+        breaks, why = _certify(null, alternative)
+        return _UnivariateLaws(null, alternative, breaks, why)
     return _MonteCarloLaws(null, alternative, dims[0])
 
 
@@ -96,6 +101,139 @@ def _gaussian_params(dist):
     if getattr(dist.dist, "name", "") == "norm":
         return np.array([float(dist.mean())]), np.array([[float(dist.var())]])
     return None
+
+
+# ---------------------------------------------------------------- certification
+# The normaliser of E* needs P(L < t), Q(L < t), P(L > t) exactly for every level t.
+# They are sums of cdf differences between the crossings of L with t, and a grid
+# finds every crossing only if L is monotone between consecutive grid points. For
+# the families below L' = l_Q' - l_P' (l = log density) has a known finite set of
+# sign changes: on each piece of the support, l' = N/D with polynomials N, D (D != 0
+# inside the piece), so L' = (N_Q D_P - N_P D_Q) / (D_P D_Q) changes sign only at
+# real roots of a polynomial of degree <= 3. Adding those roots, the pieces' ends
+# and the support ends to the grid makes L monotone on every cell.
+_RATIONAL = ("norm", "t", "cauchy", "laplace", "expon", "gamma", "chi2", "beta",
+             "uniform", "truncnorm")
+# Log-concave location families with a non-rational l': a pair with equal shape
+# and scale has a monotone L (l' non-increasing, so l'(x - m_Q) - l'(x - m_P) has
+# the sign of m_Q - m_P). Any other pair of these is refused.
+_LOG_CONCAVE_LOCATION = ("logistic", "gumbel_r", "gumbel_l")
+# Methods a user could override on a frozen law or its generator instance.
+_METHODS = ("pdf", "logpdf", "cdf", "sf", "ppf", "isf", "_pdf", "_logpdf", "_cdf",
+            "_sf", "_ppf", "_isf", "_logcdf", "_logsf", "_support", "_argcheck")
+
+
+def _family(dist):
+    """(name, shapes, loc, scale) of an untouched scipy family, else ``None``.
+
+    The generator must be scipy's own class (not a subclass), with its default
+    support and no method replaced on the instance, so that the density really is
+    the family's formula.
+    """
+    gen = getattr(dist, "dist", None)
+    name = getattr(gen, "name", None)
+    if name not in _RATIONAL + _LOG_CONCAVE_LOCATION:
+        return None
+    ref = getattr(stats, name)
+    if type(gen) is not type(ref) or (gen.a, gen.b) != (ref.a, ref.b):
+        return None
+    if any(m in vars(gen) or m in vars(dist) for m in _METHODS):
+        return None
+    try:
+        shapes, loc, scale = gen._parse_args(*dist.args, **dist.kwds)
+    except (TypeError, ValueError):  # pragma: no cover - scipy refuses these first
+        return None
+    vals = [float(v) for v in (*shapes, loc, scale)]
+    if not (all(math.isfinite(v) for v in vals) and vals[-1] > 0
+            and bool(np.all(gen._argcheck(*shapes)))):
+        return None
+    return name, tuple(vals[:-2]), vals[-2], vals[-1]
+
+
+def _pieces(dist, fam):
+    """[(lo, hi, N, D)]: on (lo, hi), d/dx log density = N(x)/D(x) (numpy.polyval
+    coefficients, highest degree first), D != 0 there; the pieces cover the support."""
+    name, shapes, m, s = fam
+    lo, hi = (float(v) for v in dist.support())
+    if name in ("norm", "truncnorm"):  # l' = -(x - m) / s^2
+        return [(lo, hi, [-1.0, m], [s * s])]
+    if name in ("t", "cauchy"):  # l' = -(nu + 1)(x - m) / ((x - m)^2 + nu s^2)
+        nu = shapes[0] if name == "t" else 1.0
+        return [(lo, hi, [-(nu + 1), (nu + 1) * m], [1.0, -2 * m, m * m + nu * s * s])]
+    if name == "laplace":  # l' = +1/s left of the mode, -1/s right of it
+        return [(lo, m, [1.0], [s]), (m, hi, [-1.0], [s])]
+    if name in ("expon", "gamma", "chi2"):  # l' = (a - 1)/(x - m) - 1/theta
+        a, theta = {"expon": (1.0, s), "gamma": (shapes[0] if shapes else 1.0, s),
+                    "chi2": (shapes[0] / 2 if shapes else 1.0, 2 * s)}[name]
+        return [(lo, hi, [-1.0, (a - 1) * theta + m], [theta, -theta * m])]
+    if name == "beta":  # y = x - m: l' = (a - 1)/y - (b - 1)/(s - y)
+        a, b = shapes
+        return [(lo, hi, [-(a + b - 2), (a - 1) * s + (a + b - 2) * m],
+                 [-1.0, 2 * m + s, -m * m - s * m])]
+    if name == "uniform":
+        return [(lo, hi, [0.0], [1.0])]
+    raise AssertionError(name)  # pragma: no cover - _family filters the names
+
+
+def _real_roots(poly, lo, hi):
+    """Real roots of a polynomial inside (lo, hi), Newton-polished; near-real pairs
+    (a double root split by rounding) are kept too: an extra grid point is harmless."""
+    c = np.trim_zeros(np.asarray(poly, dtype=float), "f")
+    if c.size <= 1:
+        return []
+    out = []
+    dc = np.polyder(c)
+    for r in np.roots(c):
+        if abs(r.imag) > 1e-7 * max(1.0, abs(r.real)):
+            continue
+        x = float(r.real)
+        for _ in range(3):
+            d = np.polyval(dc, x)
+            if d == 0 or not math.isfinite(d):
+                break
+            step = np.polyval(c, x) / d
+            if not math.isfinite(step) or abs(step) > 1e-6 * max(1.0, abs(x)):
+                break
+            x -= step
+        if lo < x < hi:
+            out.append(x)
+    return out
+
+
+def _certify(null, alternative):
+    """(breaks, None) with L monotone between consecutive breaks (and the quantile
+    grid added to them), or (None, reason) when no such certificate exists."""
+    fams = [_family(d) for d in (null, alternative)]
+    names = [getattr(getattr(d, "dist", None), "name", type(d).__name__)
+             for d in (null, alternative)]
+    desc = f"null={names[0]!r} and alternative={names[1]!r}"
+    refused = (
+        f"statistic='optimal' cannot certify E_P[E*] <= 1 for {desc}: the crossings of "
+        "their likelihood ratio with the clip levels are certified only for pairs of "
+        "scipy.stats laws from " + ", ".join(_RATIONAL) + " (any parameters, any two of "
+        "them), and for location pairs (equal scale) of " + ", ".join(_LOG_CONCAVE_LOCATION)
+        + "; a grid could miss crossings of any other law and break validity. Use "
+        "statistic='tslr' (distribution-free, no normaliser), or discretise the data "
+        "for the exact discrete laws."
+    )
+    if None in fams:
+        return None, refused
+    ends = [v for d in (null, alternative) for v in d.support() if np.isfinite(v)]
+    if fams[0][0] in _LOG_CONCAVE_LOCATION or fams[1][0] in _LOG_CONCAVE_LOCATION:
+        (n0, sh0, _, s0), (n1, sh1, _, s1) = fams
+        if (n0, sh0, s0) != (n1, sh1, s1):
+            return None, refused
+        return np.array(ends, dtype=float), None
+    breaks = list(ends)
+    for lo0, hi0, n0, d0 in _pieces(null, fams[0]):
+        for lo1, hi1, n1, d1 in _pieces(alternative, fams[1]):
+            lo, hi = max(lo0, lo1), min(hi0, hi1)
+            if not lo < hi:
+                continue
+            breaks += [v for v in (lo, hi) if math.isfinite(v)]
+            deriv = np.polysub(np.polymul(n1, d0), np.polymul(n0, d1))
+            breaks += _real_roots(deriv, lo, hi)
+    return np.array(breaks, dtype=float), None
 
 
 class _Laws:
@@ -122,6 +260,11 @@ class _Laws:
     def l_range(self):
         """(inf, sup) of L over the null's support (may be infinite)."""
         return -math.inf, math.inf
+
+    def slack(self, lo, hi, total):
+        """Upper bound on E_P[clip(e^L, e^lo, e^hi)] minus ``total``, its value from
+        :meth:`tails`: 0 where the tails are exact sums or closed forms."""
+        return 0.0
 
     def _outside(self, n_bad):
         raise ValueError(
@@ -227,17 +370,39 @@ class _GaussianLaws(_Laws):
 
 
 class _UnivariateLaws(_Laws):
-    """Univariate continuous laws with densities; crossings located by bisection."""
+    """Univariate continuous laws with densities; crossings located by bisection.
 
-    def __init__(self, null, alternative):
+    With ``breaks`` (from :func:`_certify`) L is monotone on every open cell between
+    consecutive evaluation points, so each one-sided set {L < t} meets a cell in one
+    interval whose end bisection locates: the tail probabilities are exact. The only
+    places not covered are the two tails beyond the grid and the two-ulp slivers
+    around the support ends (where L may jump); their masses bound the error
+    (:meth:`slack`). Without ``breaks`` (``exact = False``, reason ``why_inexact``)
+    only the quantile-grid expectations used for planning are available.
+    """
+
+    def __init__(self, null, alternative, breaks=None, why=None):
         self.null, self.alternative = null, alternative
+        self.exact, self.why_inexact = breaks is not None, why
         u = np.concatenate([[_TAIL], np.linspace(0, 1, 4001)[1:-1], [1 - _TAIL]])
         pts = [null.ppf(u), alternative.ppf(u)]
-        for d in (null, alternative):
-            pts.append([v for v in d.support() if np.isfinite(v)])
+        ends = np.array([v for d in (null, alternative) for v in d.support()], dtype=float)
+        ends = ends[np.isfinite(ends)]
+        if breaks is not None:
+            pts.append(breaks)
         grid = np.unique(np.concatenate([np.asarray(p, dtype=float) for p in pts]))
-        self.grid = grid[np.isfinite(grid)]
+        grid = grid[np.isfinite(grid)]
+        # L may jump at a support end: evaluate just inside each side instead.
+        sliver = np.concatenate([np.nextafter(ends, -np.inf), np.nextafter(ends, np.inf)])
+        self.grid = np.unique(np.concatenate([grid[~np.isin(grid, ends)], sliver]))
         self._g = self._lr(self.grid)
+        lo_s, hi_s = np.nextafter(ends, -np.inf), np.nextafter(ends, np.inf)
+
+        def uncovered(d):
+            tails = float(d.cdf(self.grid[0])) + float(d.sf(self.grid[-1]))
+            return tails + math.fsum(np.clip(d.cdf(hi_s) - d.cdf(lo_s), 0.0, None))
+
+        self._unc = {"P": uncovered(null), "Q": uncovered(alternative)}
 
     def _lr(self, x):
         lp, lq = self.null.logpdf(x), self.alternative.logpdf(x)
@@ -268,7 +433,11 @@ class _UnivariateLaws(_Laws):
         return 0.5 * (a + b)
 
     def _mass(self, dist, pred):
-        """Mass under ``dist`` of {x : pred(L(x))} as a sum of cdf differences."""
+        """Mass under ``dist`` of {x : pred(L(x))} as a sum of cdf differences.
+
+        ``pred`` must be one-sided (L < t or L > t): on a cell where L is monotone
+        it then switches at most once, and the switch shows at the cell's ends.
+        """
         x = self.grid
         inside = pred(self._g)
         cuts = [x[0]]
@@ -290,11 +459,21 @@ class _UnivariateLaws(_Laws):
         def nan_false(f):
             return lambda g: np.where(np.isnan(g), False, f(g))
 
-        return (
-            self._mass(self.null, nan_false(lambda g: g < lo)),
-            self._mass(self.alternative, nan_false(lambda g: (g >= lo) & (g <= hi))),
-            self._mass(self.null, nan_false(lambda g: g > hi)),
-        )
+        below, above = nan_false(lambda g: g < lo), nan_false(lambda g: g > hi)
+        # Q(lo <= L <= hi) as a complement: a band {lo <= L <= hi} can fit inside one
+        # monotone cell without showing at its ends; one-sided sets cannot.
+        q_band = 1.0 - self._mass(self.alternative, below) - self._mass(self.alternative, above)
+        return (self._mass(self.null, below), max(q_band, 0.0), self._mass(self.null, above))
+
+    def slack(self, lo, hi, total):
+        """Upper bound on E_P[clip(e^L, e^lo, e^hi)] minus ``total``, its value from
+        :meth:`tails`.
+
+        On the uncovered set U the true contribution is <= e^hi P(U) and the computed
+        one >= -Q(U); elsewhere the computation is exact up to the rounding of the
+        cdfs, covered by a relative 1e-12 of the total.
+        """
+        return math.exp(hi) * self._unc["P"] + self._unc["Q"] + 1e-12 * total
 
     def expect(self, h, under, breaks=()):
         if not hasattr(self, "_nodes"):

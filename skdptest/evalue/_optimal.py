@@ -17,6 +17,10 @@ from ._laws import make_laws
 
 __all__ = ["OptimalRate", "optimal_rate"]
 
+# Tolerance on a negative computed rate: the quantile-grid quadrature of E_Q[log E*]
+# (4000 Gauss-Legendre panels, kinks at the clip levels) is accurate to ~1e-9.
+_RATE_TOL = 1e-7
+
 
 class OptimalRate(NamedTuple):
     """Optimal ε-DP e-power rate and the clipping constants of E*.
@@ -93,21 +97,26 @@ def optimal_statistic(laws, epsilon):
     Returns ``(EStatistic, OptimalRate)``. Refuses laws without an exact normaliser.
     """
     if not laws.exact:
-        raise ValueError(
+        why = getattr(laws, "why_inexact", None)
+        raise ValueError(why or (
             "statistic='optimal' needs the exact normaliser of E*, which is available for "
-            "finite discrete laws, Gaussian location families and univariate continuous "
-            "laws; use statistic='tslr' (distribution-free, no normaliser) for these laws."
-        )
+            "finite discrete laws, Gaussian location families and certified univariate "
+            "continuous laws; use statistic='tslr' (distribution-free, no normaliser) for "
+            "these laws."
+        ))
     a = _solve_clip(laws, epsilon)
     b = a + epsilon
 
     def clip(L):
         return np.clip(L, a, b)
 
-    # E_P[E*] at the root, whatever tolerance the root finder stopped at; dividing by
-    # max(mass, 1) keeps E_P[E*] <= 1.
+    # An upper bound on E_P[E*] at the root, whatever tolerance the root finder
+    # stopped at: the computed mass plus the model's certified bound on what its
+    # computation leaves out (0 for exact sums and closed forms; the uncovered tails
+    # and support-end slivers plus cdf rounding for univariate laws). Dividing by
+    # max(bound, 1) keeps E_P[E*] <= 1.
     mass = _mass(laws, a, epsilon)
-    shift = math.log(max(mass, 1.0))
+    shift = math.log(max(mass + laws.slack(a, b, mass), 1.0))
     lmin, lmax = laws.l_range()
     log_lo, log_hi = max(a, min(lmin, b)) - shift, min(b, max(lmax, a)) - shift
 
@@ -119,6 +128,15 @@ def optimal_statistic(laws, epsilon):
         rate = laws.clip_mean_q(a, b) - shift
     else:
         rate = laws.expect(log_e, "Q", breaks=(a, b))
+    # R_ε = min over Q' of KL(Q'‖P) + ε TV(Q', Q) >= 0. A clearly negative value means
+    # the normaliser and the law disagree (the symptom of a missed crossing): refuse.
+    # Within quadrature error it is the rounding of a rate that is 0 (P = Q).
+    if not rate >= -_RATE_TOL:
+        raise ValueError(
+            f"The e-power of E* computed for these laws is negative ({rate:.3g}): its "
+            "normaliser is inconsistent with the laws; use statistic='tslr'."
+        )
+    rate = max(rate, 0.0)
     kl = laws.expect(lambda L: L, "Q", breaks=(a, b))
     return stat, OptimalRate(rate, math.exp(a - shift), math.exp(b - shift), kl)
 

@@ -7,7 +7,7 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from skdptest import optimal_rate
-from skdptest.evalue._laws import _UnivariateLaws, make_laws
+from skdptest.evalue._laws import _certify, _UnivariateLaws, make_laws
 from skdptest.evalue._optimal import optimal_statistic, tslr_statistic
 
 P0 = 0.3
@@ -93,7 +93,8 @@ def test_finite_discrete_with_more_points_is_normalised():
 def test_gaussian_closed_form_matches_generic_univariate_path():
     null, alt = stats.norm(0, 1), stats.norm(0.8, 1)
     gauss = optimal_rate(null, alt, 1.0)
-    generic = _UnivariateLaws(null, alt)
+    generic = _UnivariateLaws(null, alt, *_certify(null, alt))
+    assert generic.exact
     stat, r = optimal_statistic(generic, 1.0)
     assert r.c1 == pytest.approx(gauss.c1, rel=1e-10)
     assert r.rate == pytest.approx(gauss.rate, abs=1e-7)
