@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import math
 import multiprocessing
@@ -10,6 +11,7 @@ import pickle
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,7 +23,8 @@ from sklearn.exceptions import FitFailedWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
 import skdptest
-from skdptest import BudgetExceededError, LedgerEntry, PrivacyBudget
+from skdptest import BudgetExceededError, LedgerEntry, PrivacyBudget, _budget
+from skdptest._budget import LEDGER_APPLICATION_ID, LedgerError, LedgerNotFoundError
 
 # pytest runs with --import-mode=importlib, which does not put tests/ on sys.path. The
 # helpers must be importable by name in worker processes (loky and multiprocessing pass
@@ -199,7 +202,7 @@ def test_reopening_with_other_totals_is_an_error(tmp_path, epsilon, delta):
     path = tmp_path / "ledger.sqlite"
     PrivacyBudget(epsilon=1.0, path=path).spend(0.5)
     with pytest.raises(
-        ValueError, match=r"holds a ledger created with epsilon=1\.0, delta=0\.0; it cannot"
+        LedgerError, match=r"holds a ledger created with epsilon=1\.0, delta=0\.0; it cannot"
     ):
         PrivacyBudget(epsilon=epsilon, delta=delta, path=path)
     # The ledger is untouched by the failed reopen.
@@ -208,20 +211,20 @@ def test_reopening_with_other_totals_is_an_error(tmp_path, epsilon, delta):
 
 def test_path_in_missing_directory_is_a_clear_error(tmp_path):
     path = tmp_path / "no such dir" / "ledger.sqlite"
-    with pytest.raises(ValueError, match=r"directory .*no such dir' does not exist"):
+    with pytest.raises(LedgerError, match=r"directory .*no such dir' does not exist"):
         PrivacyBudget(epsilon=1.0, path=path)
     assert not path.parent.exists()
 
 
 def test_path_that_is_a_directory_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match=r"cannot open the privacy ledger"):
+    with pytest.raises(LedgerError, match=r"cannot open the privacy ledger: it is a directory"):
         PrivacyBudget(epsilon=1.0, path=tmp_path)
 
 
 def test_path_that_is_not_a_ledger_is_a_clear_error(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("not a database\n" * 100)
-    with pytest.raises(ValueError, match=r"is not a writable privacy ledger"):
+    with pytest.raises(LedgerError, match=r"notes\.txt': is not an SQLite database"):
         PrivacyBudget(epsilon=1.0, path=path)
     assert path.read_text() == "not a database\n" * 100
 
@@ -247,8 +250,10 @@ def test_vanished_ledger_is_an_error_not_a_fresh_start(tmp_path):
     budget = PrivacyBudget(epsilon=1.0, path=path)
     budget.spend(0.5)
     os.remove(path)
-    with pytest.raises(FileNotFoundError, match=r"no longer exists.*nothing was recorded"):
+    with pytest.raises(LedgerNotFoundError, match=r"no longer exists.*nothing was recorded"):
         budget.spend(0.1)
+    assert issubclass(LedgerNotFoundError, FileNotFoundError)
+    assert issubclass(LedgerNotFoundError, LedgerError)
     with pytest.raises(FileNotFoundError, match=r"no longer exists"):
         budget.ledger  # noqa: B018
     assert not path.exists()  # no empty ledger was left in its place
@@ -298,15 +303,86 @@ def test_pickle_round_trip_charges_the_same_ledger():
     assert budget.ledger[-1].label == "ToyMeanTest.fit"
 
 
-def test_unpickling_a_vanished_ledger_warns(tmp_path):
+def test_unpickled_handle_of_a_vanished_ledger_refuses_to_spend(tmp_path):
     path = tmp_path / "ledger.sqlite"
     budget = PrivacyBudget(epsilon=1.0, path=path)
     budget.spend(0.5)
     data = pickle.dumps(budget)
     os.remove(path)
-    with pytest.warns(RuntimeWarning, match=r"no longer exists; a fresh one is created"):
+    with pytest.warns(RuntimeWarning, match=r"no longer exists; this unpickled .* will refuse"):
         loaded = pickle.loads(data)
-    assert loaded.ledger == []
+    assert not path.exists()  # unpickling created nothing
+    with pytest.raises(
+        LedgerNotFoundError, match=r"ledger\.sqlite': the privacy ledger no longer"
+    ):
+        loaded.spend(0.1)
+    with pytest.raises(LedgerNotFoundError, match=r"no longer exists"):
+        loaded.spent  # noqa: B018
+    assert not path.exists()  # and neither did the refused spend
+
+
+def test_unpickling_after_the_temporary_ledger_was_removed_refuses_to_spend():
+    # The real case: a worker holds a pickle of a budget whose creating process exited
+    # (and removed its temporary ledger). It used to recreate a full budget silently.
+    code = (
+        "import base64, pickle\n"
+        "from skdptest import PrivacyBudget\n"
+        "b = PrivacyBudget(1.0)\n"
+        "b.spend(0.9, label='spent before exit')\n"
+        "print(base64.b64encode(pickle.dumps(b)).decode())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+    data = base64.b64decode(out.stdout.strip())
+    with pytest.warns(RuntimeWarning, match=r"will refuse to spend"):
+        loaded = pickle.loads(data)
+    assert not os.path.exists(loaded.path)
+    with pytest.raises(LedgerNotFoundError, match=r"no longer exists.*nothing was recorded"):
+        loaded.spend(0.5)
+    assert not os.path.exists(loaded.path)
+
+
+def test_handle_refuses_a_ledger_recreated_at_its_path(tmp_path):
+    # Deleting a ledger and creating a new one with the same totals at the same path
+    # must not hand the old handles (or their pickles) a full budget again.
+    path = tmp_path / "ledger.sqlite"
+    old = PrivacyBudget(epsilon=1.0, path=path)
+    old.spend(0.9)
+    data = pickle.dumps(old)
+    os.remove(path)
+    fresh = PrivacyBudget(epsilon=1.0, path=path)
+    for handle in (old, pickle.loads(data)):
+        with pytest.raises(LedgerError, match=r"is not the ledger this handle was opened on"):
+            handle.spend(0.5)
+    assert fresh.ledger == []
+    fresh.spend(0.5)  # the new ledger itself works
+    assert fresh.spent == (0.5, 0.0)
+
+
+def test_pickle_without_ledger_identity_is_refused():
+    budget = PrivacyBudget(epsilon=1.0)
+    state = budget.__getstate__()
+    del state["ledger_id"]
+    handle = object.__new__(PrivacyBudget)
+    with pytest.raises(LedgerError, match=r"lacks its ledger identity"):
+        handle.__setstate__(state)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "error", "match"),
+    [
+        ("epsilon", -1.0, ValueError, r"epsilon must be > 0, got -1\.0"),
+        ("epsilon", "1", TypeError, r"epsilon must be a real number, got str"),
+        ("delta", 1.0, ValueError, r"delta must be < 1\.0"),
+    ],
+)
+def test_unpickling_checks_the_totals(key, value, error, match):
+    budget = PrivacyBudget(epsilon=1.0)
+    state = budget.__getstate__() | {key: value}
+    handle = object.__new__(PrivacyBudget)
+    with pytest.raises(error, match=match):
+        handle.__setstate__(state)
 
 
 # -- concurrency ------------------------------------------------------------------------
@@ -483,3 +559,415 @@ def test_grid_search_default_error_score_hides_refusals_as_warnings():
     ):
         search.fit(_toy_data())
     assert budget.spent[0] == pytest.approx(5.0)
+
+
+def test_refusal_message_tells_grid_searches_to_raise():
+    budget = PrivacyBudget(epsilon=0.5)
+    with pytest.raises(
+        BudgetExceededError,
+        match=r'Nothing was recorded\. In a grid search pass error_score="raise" to GridSearchCV',
+    ):
+        budget.spend(1.0)
+
+
+# -- read-only totals -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "value"), [("epsilon", 100.0), ("delta", 0.5), ("path", "x")])
+def test_totals_and_path_are_read_only(name, value):
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-6)
+    before = (budget.epsilon, budget.delta, budget.path)
+    with pytest.raises(AttributeError, match=rf"read-only \(cannot assign '{name}'\)"):
+        setattr(budget, name, value)
+    with pytest.raises(AttributeError, match=rf"read-only \(cannot delete '{name}'\)"):
+        delattr(budget, name)
+    with pytest.raises(AttributeError, match=r"cannot be re-initialised"):
+        budget.__init__(100.0)
+    assert (budget.epsilon, budget.delta, budget.path) == before
+    budget.spend(1.0)
+    with pytest.raises(BudgetExceededError, match=r"only epsilon=0,"):
+        budget.spend(1.0)
+
+
+def test_handle_whose_totals_were_forced_refuses_to_spend(tmp_path):
+    # Bypassing the read-only attributes still cannot raise the budget: the spend
+    # compares the handle's totals with the file's inside its transaction.
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    budget.spend(1.0, label="all of it")
+    object.__setattr__(budget, "_epsilon", 100.0)
+    with pytest.raises(
+        LedgerError,
+        match=r"holds totals epsilon=1\.0, delta=0\.0, but this handle has epsilon=100\.0",
+    ):
+        budget.spend(1.0)
+    forced_pickle = pickle.loads(pickle.dumps(budget))  # the pickle carries the forced total
+    with pytest.raises(LedgerError, match=r"but this handle has epsilon=100\.0"):
+        forced_pickle.spend(1.0)
+    assert [e.label for e in PrivacyBudget(epsilon=1.0, path=path).ledger] == ["all of it"]
+
+
+def test_file_whose_totals_were_rewritten_is_refused_by_live_handles(tmp_path):
+    # Even a consistent rewrite of the totals row (digest recomputed, as only code that
+    # knows the format could do) is refused by the handles opened on the old totals.
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    budget.spend(1.0)
+    with sqlite3.connect(path) as con:
+        row = con.execute(
+            "SELECT ledger_id, epsilon, delta, spent_epsilon, spent_delta, n_entries, head "
+            "FROM totals"
+        ).fetchone()
+        state = _budget._State(row[0], 100.0, row[2], int(row[3], 16), int(row[4], 16), *row[5:])
+        con.execute(
+            "UPDATE totals SET epsilon = ?, digest = ? WHERE id = 1", (100.0, state.digest())
+        )
+    con.close()
+    with pytest.raises(LedgerError, match=r"holds totals epsilon=100\.0.*handle has epsilon=1\.0"):
+        budget.spend(0.5)
+    assert len(PrivacyBudget(epsilon=100.0, path=path)) == 1
+
+
+# -- the ledger marker ------------------------------------------------------------------
+
+
+def test_ledger_file_carries_the_marker(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    PrivacyBudget(epsilon=1.0, path=path).spend(0.5)
+    header = path.read_bytes()[:100]
+    assert header[:16] == b"SQLite format 3\x00"
+    assert header[68:72] == b"SKDP"  # application_id, big-endian
+    assert LEDGER_APPLICATION_ID == int.from_bytes(b"SKDP", "big") == 0x534B4450
+    with sqlite3.connect(path) as con:
+        assert con.execute("PRAGMA application_id").fetchone()[0] == LEDGER_APPLICATION_ID
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+    con.close()
+
+
+def _foreign_sqlite(path):
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value REAL NOT NULL)")
+        con.execute("INSERT INTO meta VALUES ('epsilon', 1.0), ('delta', 0.0)")
+    con.close()
+
+
+def _other_schema_version(path):
+    PrivacyBudget(epsilon=1.0, path=path)
+    with sqlite3.connect(path) as con:
+        con.execute("PRAGMA user_version = 7")
+    con.close()
+
+
+def _truncated_ledger(path):
+    PrivacyBudget(epsilon=1.0, path=path).spend(0.5)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+NOT_LEDGERS = {
+    "foreign-sqlite": (
+        _foreign_sqlite,
+        r"is an SQLite database but not a skdptest privacy ledger \(application_id=0x0, "
+        r"a ledger has 0x534b4450\)",
+    ),
+    "empty": (lambda p: p.write_bytes(b""), r"is an empty \(0-byte\) file, not a privacy ledger"),
+    "random-bytes": (
+        lambda p: p.write_bytes(np.random.default_rng(0).bytes(8192)),
+        r"is not an SQLite database",
+    ),
+    "short-header": (
+        lambda p: p.write_bytes(b"SQLite format 3\x00" + b"\x10\x00"),
+        r"is a truncated SQLite file",
+    ),
+    "truncated": (_truncated_ledger, r"is truncated \(\d+ bytes, \d+ pages of \d+ expected\)"),
+    "other-version": (
+        _other_schema_version,
+        r"is a privacy ledger of schema version 7; this skdptest reads version 1",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", NOT_LEDGERS)
+def test_file_that_is_not_a_ledger_is_refused_and_left_alone(tmp_path, kind):
+    make, match = NOT_LEDGERS[kind]
+    path = tmp_path / "file.sqlite"
+    make(path)
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match=r"file\.sqlite': " + match):
+        PrivacyBudget(epsilon=1.0, path=path)
+    assert path.read_bytes() == before  # never adopted (or repaired) as a ledger
+
+
+@pytest.mark.parametrize("kind", ["empty", "foreign-sqlite", "truncated"])
+def test_live_handle_refuses_a_file_replaced_by_a_non_ledger(tmp_path, kind):
+    path = tmp_path / "file.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    os.remove(path)
+    NOT_LEDGERS[kind][0](path)
+    before = path.read_bytes()
+    for action in (lambda: budget.spend(0.1), lambda: budget.spent, lambda: budget.ledger):
+        with pytest.raises(LedgerError, match=r"file\.sqlite': " + NOT_LEDGERS[kind][1]):
+            action()
+    assert path.read_bytes() == before
+
+
+# -- integrity --------------------------------------------------------------------------
+
+
+def test_edited_totals_row_is_detected(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    budget.spend(0.75)
+    with sqlite3.connect(path) as con:  # a careless "reset" of the spent total
+        con.execute("UPDATE totals SET spent_epsilon = '0'")
+    con.close()
+    match = r"ledger\.sqlite': is corrupted: its totals row does not match its integrity digest"
+    with pytest.raises(LedgerError, match=match):
+        budget.spend(0.5)
+    with pytest.raises(LedgerError, match=match):
+        budget.spent  # noqa: B018
+    with pytest.raises(LedgerError, match=match):
+        PrivacyBudget(epsilon=1.0, path=path)
+
+
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        ("UPDATE spends SET epsilon = 0.01 WHERE id = 2", r"entry 2 does not match"),
+        ("DELETE FROM spends WHERE id = 3", r"entry 3 does not match"),
+        ("DELETE FROM spends WHERE id = 4", r"its entries do not add up to its recorded totals"),
+        ("UPDATE spends SET label = 'x' WHERE id = 1", r"entry 1 does not match"),
+    ],
+    ids=["edit", "delete-middle", "delete-last", "relabel"],
+)
+def test_edited_entries_are_detected(tmp_path, sql, match):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    for i in range(4):
+        budget.spend(0.2, label=f"release {i}")
+    with sqlite3.connect(path) as con:
+        con.execute(sql)
+    con.close()
+    with pytest.raises(LedgerError, match=r"ledger\.sqlite': is corrupted: " + match):
+        budget.ledger  # noqa: B018
+    with pytest.raises(LedgerError, match=match):
+        PrivacyBudget(epsilon=1.0, path=path)  # reopening verifies every entry
+    # The totals row is intact, so the O(1) spend still charges the true total.
+    with pytest.raises(BudgetExceededError, match=r"only epsilon=0\.2,"):
+        budget.spend(0.3)
+
+
+def _corrupt(data, rng):
+    data = bytearray(data)
+    for offset in rng.integers(0, len(data), size=int(rng.integers(1, 9))):
+        data[offset] = int(rng.integers(0, 256))
+    return bytes(data)
+
+
+def _run_corruption_trials(tmp_path, seeds):
+    """Overwrite random bytes of a ledger; it must refuse or account exactly as before."""
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, delta=1e-6, path=path)
+    for i in range(6):
+        budget.spend(0.1, 1e-8 * (i % 2), label=f"release {i}")
+    original, spent0, entries0 = path.read_bytes(), budget.spent, budget.ledger
+    after = (math.fsum([spent0[0], 0.1]), spent0[1])
+    outcomes = Counter()
+    for seed in seeds:
+        corrupted = _corrupt(original, np.random.default_rng(seed))
+        # Once through the live handle (O(1) spend, verified totals row only) and once
+        # through a reopen (which verifies every entry too).
+        for reopen in (False, True):
+            path.write_bytes(corrupted)
+            try:
+                handle = PrivacyBudget(epsilon=1.0, delta=1e-6, path=path) if reopen else budget
+                assert handle.spent == spent0, seed
+                handle.spend(0.1, label="after corruption")
+                assert handle.spent == after, seed
+                try:
+                    entries = handle.ledger
+                except LedgerError:
+                    outcomes["entries refused"] += 1
+                else:
+                    assert entries[:-1] == entries0, seed
+                    assert entries[-1].label == "after corruption"
+                outcomes["accounting intact"] += 1
+            except LedgerError as exc:
+                assert str(exc).startswith(f"path={str(path)!r}: ")
+                outcomes["refused"] += 1
+    return outcomes
+
+
+def test_random_corruption_never_changes_the_total(tmp_path):
+    outcomes = _run_corruption_trials(tmp_path, range(200))
+    # Both outcomes occur, so the check can tell them apart (and could fail).
+    assert outcomes["refused"] > 50
+    assert outcomes["accounting intact"] > 50
+    assert outcomes["refused"] + outcomes["accounting intact"] == 400
+
+
+@pytest.mark.slow
+def test_random_corruption_never_changes_the_total_many_trials(tmp_path):
+    outcomes = _run_corruption_trials(tmp_path, range(200, 5200))
+    assert outcomes["refused"] + outcomes["accounting intact"] == 10_000
+    assert outcomes["entries refused"] > 0
+
+
+# -- storage errors ---------------------------------------------------------------------
+
+
+def _wrapped_connect(monkeypatch, setup):
+    real = _budget._open_connection
+
+    def connect(uri):
+        con = real(uri)
+        setup(con)
+        return con
+
+    monkeypatch.setattr(_budget, "_open_connection", connect)
+
+
+def test_read_only_ledger_is_a_ledger_error(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    budget.spend(0.25)
+    real = _budget._open_connection
+    # Running as root ignores chmod, so open the file read-only the way SQLite would
+    # have to for a read-only file.
+    monkeypatch.setattr(
+        _budget, "_open_connection", lambda uri: real(uri.replace("?mode=rw", "?mode=ro"))
+    )
+    assert budget.spent == (0.25, 0.0)  # reading still works
+    with pytest.raises(
+        LedgerError,
+        match=r"ledger\.sqlite': the spend was not recorded: the file "
+        r"is read-only \(attempt to write a readonly database\)",
+    ) as info:
+        budget.spend(0.25)
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    monkeypatch.undo()
+    assert budget.spent == (0.25, 0.0)
+    assert len(budget) == 1
+
+
+def test_full_disk_is_a_ledger_error(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    # Forbid the file to grow: a spend whose entry needs a new page hits SQLITE_FULL.
+    _wrapped_connect(
+        monkeypatch,
+        lambda con: con.execute(
+            f"PRAGMA max_page_count = {con.execute('PRAGMA page_count').fetchone()[0]}"
+        ),
+    )
+    with pytest.raises(LedgerError, match=r"not recorded: the disk is full") as info:
+        budget.spend(0.25, label="x" * 20_000)
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    monkeypatch.undo()
+    assert budget.ledger == []
+    assert budget.spent == (0.0, 0.0)
+
+
+def test_lock_held_too_long_is_a_ledger_error(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    monkeypatch.setattr(_budget, "_BUSY_TIMEOUT", 0.05)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # another writer that never finishes
+    try:
+        with pytest.raises(LedgerError, match=r"another process held the ledger's lock") as info:
+            budget.spend(0.25)
+        assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    budget.spend(0.25)
+    assert len(budget) == 1
+
+
+def test_label_must_be_utf8_encodable():
+    budget = PrivacyBudget(epsilon=1.0)
+    with pytest.raises(ValueError, match=r"label must be encodable as UTF-8"):
+        budget.spend(0.1, label="bad \ud800")
+    budget.spend(0.1, label="nul \x00 and \x1f separators")
+    assert budget.ledger[0].label == "nul \x00 and \x1f separators"
+
+
+# -- O(1) spends and exact sums ---------------------------------------------------------
+
+
+def _traced_spend(monkeypatch, budget):
+    statements = []
+    _wrapped_connect(monkeypatch, lambda con: con.set_trace_callback(statements.append))
+    budget.spend(0.001, label="traced")
+    monkeypatch.undo()
+    # Bound values vary between spends; keep the statement text up to its values.
+    return [s.split(" VALUES")[0].split(" SET")[0] for s in statements]
+
+
+def test_spend_does_not_read_the_entries(monkeypatch):
+    budget = PrivacyBudget(epsilon=10.0)
+    budget.spend(0.001)
+    short = _traced_spend(monkeypatch, budget)
+    for _ in range(200):
+        budget.spend(0.001)
+    long = _traced_spend(monkeypatch, budget)
+    assert short == long  # the same statements whatever the length of the ledger
+    touching_entries = [s for s in long if "spends" in s]
+    assert touching_entries == ["INSERT INTO spends (id, time, label, epsilon, delta, pid, chain)"]
+    # The check happens inside the write transaction: BEGIN IMMEDIATE, read and verify
+    # the totals row, insert, update it, COMMIT.
+    order = [
+        next(i for i, s in enumerate(long) if s.startswith(prefix))
+        for prefix in (
+            "BEGIN IMMEDIATE",
+            "SELECT ledger_id",
+            "INSERT INTO spends",
+            "UPDATE totals",
+            "COMMIT",
+        )
+    ]
+    assert order == sorted(order)
+    assert len(budget) == 203
+
+
+def test_spent_is_the_exact_sum_of_the_entries():
+    rng = np.random.default_rng(3)
+    amounts = rng.uniform(1e-4, 0.05, size=60).tolist() + [0.1] * 10
+    budget = PrivacyBudget(epsilon=10.0, delta=0.5)
+    for a in amounts:
+        budget.spend(a, a * 1e-3)
+    eps = [e.epsilon for e in budget.ledger]
+    assert budget.spent == (math.fsum(eps), math.fsum(a * 1e-3 for a in amounts))
+    # A running float sum would drift: this is what the exact sums avoid.
+    naive = 0.0
+    for a in amounts:
+        naive += a
+    assert naive != math.fsum(amounts)
+
+
+def test_concurrent_constructors_share_one_new_ledger(tmp_path):
+    path = tmp_path / "new.sqlite"
+    n_threads = 8
+    barrier = threading.Barrier(n_threads)
+    handles, errors = [], []
+
+    def create():
+        barrier.wait()
+        try:
+            budget = PrivacyBudget(epsilon=1.0, path=path)
+            budget.spend(0.1, label=threading.current_thread().name)
+            handles.append(budget)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=create) for _ in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert errors == []
+    assert len({h._ledger_id for h in handles}) == 1
+    assert len(handles[0]) == n_threads
+    assert handles[0].spent[0] == pytest.approx(0.8)
+    assert sorted(os.listdir(tmp_path)) == ["new.sqlite"]  # no temporary file left behind
