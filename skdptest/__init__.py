@@ -2,7 +2,7 @@
 
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
 from ._params import InvalidParameterError
-from ._results import PermutationTestResult, TestResult, ThresholdResult
+from ._results import TestResult, ThresholdResult
 from .evalue import (
     EProcessResult,
     EValueResult,
@@ -12,7 +12,7 @@ from .evalue import (
     expected_log_e_value,
     optimal_rate,
 )
-from .kernel import DPHSICTest, DPMMDTest
+from .kernel import DPHSICTest, DPMMDTest, PermutationTestResult
 from .threshold import GeneralizedThresholdMechanism
 
 __version__ = "0.1.0.dev0"

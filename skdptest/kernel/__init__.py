@@ -1,6 +1,7 @@
-"""DP permutation kernel tests: the permutation framework, DPMMDTest, DPHSICTest."""
+"""DP permutation kernel tests: DPMMDTest, DPHSICTest and their result."""
 
 from ._hsic import DPHSICTest
 from ._mmd import DPMMDTest
+from ._results import PermutationTestResult
 
-__all__ = ["DPHSICTest", "DPMMDTest"]
+__all__ = ["DPHSICTest", "DPMMDTest", "PermutationTestResult"]

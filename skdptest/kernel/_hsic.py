@@ -5,25 +5,35 @@ from __future__ import annotations
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
+from .._budget import PrivacyBudget
+from .._params import Boolean, InstanceOf, Interval, NoneValue, RandomState
 from ._kernels import (
+    KERNEL_CONSTRAINT,
+    KERNEL_PARAMS_CONSTRAINT,
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
     private_median_gamma,
     resolve_kernel,
     uses_private_median,
 )
-from ._permutation import check_permutation_params, make_result
+from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory
+from ._results import make_permutation_result
 
 __all__ = [
     "DPHSICTest",
+    "hsic_abs_error",
     "hsic_cyclic_statistics",
+    "hsic_memory_bytes",
     "hsic_permutation_statistics",
     "hsic_sensitivity",
+    "hsic_squared_sensitivity",
 ]
 
 # Elements of the gathered kernel values held at once by the numpy backend:
@@ -78,6 +88,90 @@ def hsic_sensitivity(n_samples, diameter_x, diameter_y):
     """
     n = int(n_samples)
     return 2.0 * (n - 1) * float(diameter_x) * float(diameter_y) / (n * n)
+
+
+def hsic_squared_sensitivity(n_samples, kappa_x, kappa_y):
+    """Sensitivity ``16 kappa_x kappa_y / n`` of ``HSIC_b`` for ANY bounded kernels.
+
+    Used when a kernel is a callable (not assumed positive definite), with
+    ``|k| <= kappa_x`` and ``|l| <= kappa_y`` for every pair of rows.
+
+    Notes
+    -----
+    ``n^2 HSIC_b = <HKH, L>`` with ``H = I - 11^T/n`` (and ``<HKH, L> =
+    <HKH, HLH>``). Replacing pair 1 changes row and column a of K and b of L
+    (``a = b`` for the observed pairing, ``a != b`` for a permuted one), each
+    entry by at most ``2 kappa``: ``<HK'H, L'> - <HKH, L> = <E, HL'H> +
+    <HKH, F>`` with E, F those changes. ``<HKH, F>`` involves only row and
+    column b of HKH, whose absolute values sum to at most ``2 n kappa_x`` each
+    (``(HKH)_bj = (K_bj - r_b) - (c_j - g)``: deviations of values in
+    ``[-kappa_x, kappa_x]`` from their mean, at most ``n kappa_x`` in total each),
+    so it is at most ``2 kappa_y * 4 n kappa_x``; likewise for the other term:
+    ``|n^2 Delta HSIC_b| <= 16 n kappa_x kappa_y``.
+    """
+    return 16.0 * float(kappa_x) * float(kappa_y) / int(n_samples)
+
+
+_U64 = 2.0**-53
+
+
+def _gamma(k):
+    return k * _U64 / (1.0 - k * _U64)
+
+
+def hsic_abs_error(n_samples, kappa_x, kappa_y, diameter_x, diameter_y, *, cyclic=False,
+                   squared=False):
+    """Certified bound on the float64 error of each computed dpHSIC statistic.
+
+    The Gram values as evaluated are taken as the kernels' values (``|K| <=
+    kappa_x``, ``|L| <= kappa_y``); the bound covers the arithmetic after
+    them, for either backend. Centring (column means over n terms, their mean,
+    three additions) puts each entry of ``Kc`` within ``e_c = gamma_{2n+8} 8
+    kappa_x`` of ``(HKH)_ij`` (``|HKH| <= 4 kappa_x``). The trace
+    ``sum_ij Kc_ij L_ij`` passes each product through at most ``k =
+    2^16 + 2n + 8`` roundings (numpy: an einsum over a 2^16-element block
+    then the sum over blocks; numba: a row sum then the sum over rows), so it
+    is within ``gamma_k 4 kappa_x kappa_y n^2 + e_c kappa_y n^2`` of the exact
+    trace. The cyclic path replaces the sum by FFTs: each circular correlation
+    of diagonals is within ``c log2(n) u ||a||_2 ||b||_2`` of exact
+    (normwise FFT bound, Higham, Section 24.1), summed over n diagonals
+    (``sum_d ||a_d|| ||b_d|| <= 4 kappa_x kappa_y n^2``), with ``c = 10 (log2 n +
+    2) + n`` covering pocketfft's radices and the accumulation of the spectra.
+    Everything is doubled as a safety factor. Then ``|sqrt(a) - sqrt(b)| <=
+    sqrt(|a - b|)`` (a, b >= 0), the division by n and the rounding of the
+    square root (``2 u D_x D_y``) give the bound on ``sqrt(HSIC_b)``; the
+    squared statistic ``HSIC_b`` is the trace error over ``n^2``.
+    """
+    n = int(n_samples)
+    kx, ky = float(kappa_x), float(kappa_y)
+    if cyclic:
+        rel = (10.0 * (math.log2(n) + 2.0) + n) * _U64 * 4.0
+    else:
+        rel = _gamma(2**16 + 2 * n + 8) * 4.0
+    rel += _gamma(2 * n + 8) * 8.0
+    err_t = 2.0 * rel * kx * ky * n * n
+    if squared:
+        return err_t / (n * n) + 8 * _U64 * kx * ky
+    return math.sqrt(err_t) / n + 2 * _U64 * float(diameter_x) * float(diameter_y)
+
+
+def hsic_memory_bytes(n_samples, n_permutations, *, cyclic=False, float32=False,
+                      block=256):
+    """Estimated peak memory, in bytes, of the dpHSIC statistics.
+
+    A public function of n and B: the centred ``Kc`` and ``L`` (float64) plus one
+    kernel-evaluation temporary of the same size (``24 n^2``); the float32
+    copies of the certified path (``8 n^2``); the B + 1 permutations (int32,
+    ``4 n (B + 1)``) or, for the cyclic path, the gathered diagonals and their
+    spectra (``block`` diagonals at a time); the B + 1 statistics and noise.
+    """
+    n = int(n_samples)
+    out = 24 * n * n
+    if cyclic:
+        return out + block * n * 48 + 64 * n
+    if float32:
+        out += 8 * n * n
+    return out + 4 * n * (n_permutations + 1) + 64 * (n_permutations + 1)
 
 
 def _double_centre(K):
@@ -280,12 +374,15 @@ def _float32_error_bound(Kc, L):
     return _F32_BOUND_SAFETY * eta, max(k_max, l_max)
 
 
-def _stat(traces, n):
+def _stat(traces, n, squared=False):
+    # both maps are monotone in floating point (enclosures carry over)
+    if squared:
+        return traces / (float(n) * n)
     return np.sqrt(np.maximum(traces, 0.0)) / n
 
 
 def _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend="auto",
-                     precision="auto"):
+                     precision="auto", squared=False):
     """The B + 1 ``sqrt(HSIC_b)`` statistics, possibly certified approximations.
 
     Returns ``(statistics, bounds, refine)`` for :func:`make_result`. On the
@@ -307,13 +404,13 @@ def _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend="aut
     backend = _resolve_backend(backend, work)
     precision = _resolve_precision(precision, backend)
     if precision == "float32":
-        certified = _certified_statistics(Kc, L, perms)
+        certified = _certified_statistics(Kc, L, perms, squared)
         if certified is not None:
             return certified
-    return _stat(permutation_traces(Kc, L, perms, backend=backend), n), None, None
+    return _stat(permutation_traces(Kc, L, perms, backend=backend), n, squared), None, None
 
 
-def _certified_statistics(Kc, L, perms):  # pragma: no cover - needs numba
+def _certified_statistics(Kc, L, perms, squared=False):  # pragma: no cover - needs numba
     """Float32-streamed statistics with enclosures and exact refinement.
 
     None when the kernel values are too large for float32.
@@ -333,15 +430,16 @@ def _certified_statistics(Kc, L, perms):  # pragma: no cover - needs numba
     lower[0] = upper[0] = traces[0]
 
     def refine(idx):
-        return _stat(kernel(Kc, L, perms[idx]), n)
+        return _stat(kernel(Kc, L, perms[idx]), n, squared)
 
     # max(., 0), sqrt and / n are monotone in floating point: the enclosures
     # of the traces carry over to the statistics
-    return _stat(traces, n), (_stat(lower, n), _stat(upper, n)), refine
+    return (_stat(traces, n, squared), (_stat(lower, n, squared), _stat(upper, n, squared)),
+            refine)
 
 
 def hsic_permutation_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y,
-                                backend="auto"):
+                                backend="auto", squared=False):
     """The B + 1 (non-private) ``sqrt(HSIC_b)`` statistics, observed first.
 
     ``sqrt(HSIC_b) = sqrt(sum_ij K_ij (H L H)_ij) / n``; a permuted statistic
@@ -353,10 +451,10 @@ def hsic_permutation_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y,
     statistics : ndarray of shape (n_permutations + 1,)
     """
     return _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend=backend,
-                            precision="float64")[0]
+                            precision="float64", squared=squared)[0]
 
 
-def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256):
+def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256, squared=False):
     """``sqrt(HSIC_b)`` for all n cyclic re-pairings, observed first.
 
     The rows are first put in a uniformly random order (data independent),
@@ -383,7 +481,7 @@ def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256):
         fb = np.fft.rfft(L[rows[None, :], cols], axis=1)
         spectrum += np.einsum("ij,ij->j", np.conj(fa), fb)
     traces = np.fft.irfft(spectrum, n=n)
-    return np.sqrt(np.maximum(traces, 0.0)) / n
+    return _stat(traces, n, squared)
 
 
 class DPHSICTest(BasePrivateTest):
@@ -401,11 +499,26 @@ class DPHSICTest(BasePrivateTest):
     the neighbouring relation *replace one pair* :math:`(x_i, y_i)`. The
     number of pairs is public. ``delta = 0`` gives pure ``epsilon``-DP.
 
+    **Released** (everything that leaves a fit): ``result_.pvalue`` and
+    ``result_.reject`` (a function of it); ``gamma_`` and ``y_gamma_``
+    (= ``result_.gamma``, ``result_.y_gamma``) with the private median
+    heuristic; public quantities (n, ``n_permutations``, ``sensitivity``,
+    ``noise_scale``...). The noisy observed statistic is *not* released (it
+    shares its noise with the p-value; the permutation theorem covers the
+    p-value only). Joint argument: each private bandwidth is a
+    (``0.05 epsilon``)-DP exponential mechanism on one marginal (invariant
+    under re-pairing); the p-value is (``epsilon - `` the bandwidth shares,
+    ``delta``)-DP given the bandwidths (Theorem 2 of [1]_); by sequential
+    composition the whole fit is (``epsilon``, ``delta``)-DP.
+
     Parameters
     ----------
     kernel : str, sklearn.gaussian_process.kernels.Kernel or callable, default="rbf"
         Kernel on ``X``: see :class:`DPMMDTest` for the accepted forms and
         bounds. Default bandwidth ``gamma = 1 / n_features`` (data independent).
+        If either kernel is a callable (not assumed positive definite, values
+        clipped to ``[-bound, bound]``), the squared statistic ``HSIC_b`` is
+        privatised with a sensitivity valid for any bounded kernels (Notes).
     kernel_params : dict, default=None
         Keyword arguments of ``kernel``. ``{"gamma": "median"}`` (rbf,
         laplacian) asks for a private median heuristic on ``X`` alone, bought
@@ -413,7 +526,8 @@ class DPHSICTest(BasePrivateTest):
         still ``(epsilon, delta)``.
     kernel_bound : float, default=None
         Public bound on ``k(x, x)`` for kernels without a known one (checked on
-        the data).
+        the data), or on ``|k(x, x')|`` for a callable (enforced by clipping).
+        At most ``2**200``.
     y_kernel : str, Kernel or callable, default="rbf"
         Kernel on ``y`` (default ``gamma = 1 / n_targets``).
     y_kernel_params : dict, default=None
@@ -428,13 +542,20 @@ class DPHSICTest(BasePrivateTest):
     alpha : float, default=0.05
         Level of the test.
     n_permutations : int, default=2000
-        Number B of random re-pairings.
+        Number B of random re-pairings, in [1, 10**6].
     cyclic : bool, default=False
         Instead of random permutations, put the rows in a random order and use
         all n cyclic shifts of ``y`` (B = n - 1, ``n_permutations`` ignored): an
         exact randomization test over the cyclic group (the law of i.i.d. pairs
         under H0 is invariant under each shift), computed by FFT in
         O(n^2 log n) in total instead of O(n^2 B).
+    max_memory : int, default=4 * 2**30
+        Public limit, in bytes, on the estimated peak memory of a release (see
+        :func:`hsic_memory_bytes`: about ``24 n^2`` bytes for the two n x n
+        kernel matrices and a temporary, ``8 n^2`` more on the float32 path,
+        plus ``4 n (B + 1)`` for the permutations; n = 13 000 pairs is about
+        the largest the default admits). A larger fit is refused before the
+        budget is charged, with the estimate for ``cyclic=True``.
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
@@ -446,7 +567,8 @@ class DPHSICTest(BasePrivateTest):
         The private result of the last fit.
     gamma_ : float or None
         The privately chosen ``gamma`` of ``kernel`` with
-        ``kernel_params={"gamma": "median"}`` (a DP release), else None.
+        ``kernel_params={"gamma": "median"}`` (a DP release, covered by the
+        composition above), else None.
     y_gamma_ : float or None
         The same for ``y_kernel``.
     n_features_in_ : int
@@ -513,8 +635,18 @@ class DPHSICTest(BasePrivateTest):
     function of the data and the noise, with the same privacy and validity.
     ``SKDPTEST_HSIC_PRECISION=float64`` forces the float64 path.
 
-    Only the noisy statistic, the p-value and public quantities are stored:
-    neither the statistic without noise nor the noise draws.
+    **Callable kernels.** With a callable ``kernel`` or ``y_kernel`` the
+    statistic is :math:`\mathrm{HSIC}_b = \langle HKH, L\rangle / n^2` and
+    :math:`\Delta = 16\kappa_x\kappa_y/n` for any kernels with
+    :math:`|k| \le \kappa_x`, :math:`|l| \le \kappa_y`
+    (:func:`hsic_squared_sensitivity`).
+
+    **Floating point.** The noise is calibrated to :math:`\Delta + 2\eta`,
+    :math:`\eta` (``result_.abs_error``) a certified bound on the float64
+    rounding of each statistic computed from the Gram values
+    (:func:`hsic_abs_error`); non-finite statistics are refused. Everything
+    that can refuse the input (parameters, kernels, memory) runs before the
+    budget is charged.
 
     References
     ----------
@@ -537,10 +669,27 @@ class DPHSICTest(BasePrivateTest):
 
     _requires_y = True
 
+    _parameter_constraints = {
+        "kernel": KERNEL_CONSTRAINT,
+        "kernel_params": KERNEL_PARAMS_CONSTRAINT,
+        "kernel_bound": [NoneValue(), Interval(Real, 0, None, closed="neither")],
+        "y_kernel": KERNEL_CONSTRAINT,
+        "y_kernel_params": KERNEL_PARAMS_CONSTRAINT,
+        "y_kernel_bound": [NoneValue(), Interval(Real, 0, None, closed="neither")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="left")],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
+        "cyclic": [Boolean()],
+        "max_memory": [Interval(Integral, 1, None)],
+        "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
+        "random_state": [RandomState()],
+    }
+
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None,
                  y_kernel="rbf", y_kernel_params=None, y_kernel_bound=None, epsilon=1.0,
-                 delta=0.0, alpha=0.05, n_permutations=2000, cyclic=False, budget=None,
-                 random_state=None):
+                 delta=0.0, alpha=0.05, n_permutations=2000, cyclic=False,
+                 max_memory=DEFAULT_MAX_MEMORY, budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -552,19 +701,15 @@ class DPHSICTest(BasePrivateTest):
         self.alpha = alpha
         self.n_permutations = n_permutations
         self.cyclic = cyclic
+        self.max_memory = max_memory
         self.budget = budget
         self.random_state = random_state
 
-    def _check_params(self):
-        check_permutation_params(self)
-        if not isinstance(self.cyclic, (bool, np.bool_)):
-            raise TypeError(f"cyclic must be a bool, got {type(self.cyclic).__name__}.")
-        check_kernel_spec(self.kernel, self.kernel_params, self.kernel_bound)
-        check_kernel_spec(self.y_kernel, self.y_kernel_params, self.y_kernel_bound,
-                          name="y_kernel")
-
-    def _privacy_cost(self):
-        return float(self.epsilon), float(self.delta)
+    def _check_params(self, params):
+        check_kernel_spec(params["kernel"], params["kernel_params"], params["kernel_bound"])
+        check_kernel_spec(params["y_kernel"], params["y_kernel_params"],
+                          params["y_kernel_bound"], name="y_kernel")
+        return params
 
     def _validate_input(self, X, y, reset):
         X, y = validate_data(self, X, y, reset=reset, dtype="numeric", multi_output=True,
@@ -574,55 +719,90 @@ class DPHSICTest(BasePrivateTest):
             y = y.reshape(-1, 1)
         return X.astype(np.float64, copy=False), y
 
-    def _check_data(self, X, y):
-        if X.shape[0] < 2:
-            raise ValueError(
-                f"DPHSICTest needs at least 2 samples; got {X.shape[0]} sample."
-            )
-        self._kernels = (
-            resolve_kernel(self.kernel, self.kernel_params, self.kernel_bound, X),
-            resolve_kernel(self.y_kernel, self.y_kernel_params, self.y_kernel_bound, y,
-                           name="y_kernel"),
-        )
-
-    def _run(self, X, y, rng):
-        kernels = list(self.__dict__.pop("_kernels"))
+    def _plan(self, params, X, y):
         n = X.shape[0]
-        noise_epsilon = float(self.epsilon)
-        gammas = [None, None]
-        specs = [(self.kernel, self.kernel_params, self.kernel_bound, X, "kernel"),
-                 (self.y_kernel, self.y_kernel_params, self.y_kernel_bound, y, "y_kernel")]
-        for k, (kernel, params, bound, data, name) in enumerate(specs):
-            if uses_private_median(kernel, params):
-                # one marginal at a time: invariant under re-pairing
-                eps_bw = MEDIAN_EPSILON_SHARE * float(self.epsilon)
-                noise_epsilon -= eps_bw
-                gammas[k] = private_median_gamma(data, kernel, eps_bw, rng)
-                kernels[k] = resolve_kernel(kernel, {**params, "gamma": gammas[k]}, bound,
-                                            data, name=name)
-        kx, ky = kernels
-        if self.cyclic:
-            stats, bounds, refine = hsic_cyclic_statistics(X, y, rng, kx, ky), None, None
+        if n < 2:
+            raise ValueError(f"DPHSICTest needs at least 2 samples; got {n} sample.")
+        kx = resolve_kernel(params["kernel"], params["kernel_params"], params["kernel_bound"],
+                            X)
+        ky = resolve_kernel(params["y_kernel"], params["y_kernel_params"],
+                            params["y_kernel_bound"], y, name="y_kernel")
+        squared = not (kx.positive_definite and ky.positive_definite)
+        if squared:
+            sensitivity = hsic_squared_sensitivity(n, kx.kappa, ky.kappa)
         else:
-            stats, bounds, refine = _hsic_statistics(X, y, int(self.n_permutations), rng,
-                                                     kx, ky)
-        sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
-        result = make_result(
-            stats, sensitivity, epsilon=self.epsilon, delta=self.delta, alpha=self.alpha,
-            n_samples=n, rng=rng, noise_epsilon=noise_epsilon,
-            method="dpHSIC cyclic" if self.cyclic else "dpHSIC", bounds=bounds, refine=refine,
+            sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
+        cyclic, B = params["cyclic"], params["n_permutations"]
+        float32 = False
+        if not cyclic:  # the same (public) choice _hsic_statistics makes
+            backend = _resolve_backend("auto", float(n) * n * (B + 1))
+            float32 = _resolve_precision("auto", backend) == "float32"
+        memory = hsic_memory_bytes(n, B, cyclic=cyclic, float32=float32)
+        hint = ""
+        if not cyclic:
+            hint = (f" cyclic=True (all n cyclic shifts by FFT, no permutation array) needs "
+                    f"about {hsic_memory_bytes(n, B, cyclic=True) / 2**30:.3g} GiB.")
+        check_memory(memory, params["max_memory"],
+                     f"DPHSICTest with n = {n} pairs"
+                     + ("" if cyclic else f" and n_permutations = {B}"), hint)
+        median = (uses_private_median(params["kernel"], params["kernel_params"]),
+                  uses_private_median(params["y_kernel"], params["y_kernel_params"]))
+        return _HSICPlan(
+            kernels=(kx, ky), median=median, squared=squared, sensitivity=sensitivity,
+            abs_error=hsic_abs_error(n, kx.kappa, ky.kappa, kx.diameter, ky.diameter,
+                                     cyclic=cyclic, squared=squared),
+            memory_bytes=memory,
         )
-        return result, gammas
 
-    def _fit_private(self, X, y, rng):
-        result, (self.gamma_, self.y_gamma_) = self._run(X, y, rng)
-        return result
+    def _release(self, prep, rng):
+        params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
+        kernels = list(plan.kernels)
+        noise_epsilon = params["epsilon"]
+        gammas = [None, None]
+        specs = [(params["kernel"], X), (params["y_kernel"], y)]
+        for k, (kernel, data) in enumerate(specs):
+            if plan.median[k]:
+                # one marginal at a time: invariant under re-pairing
+                eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
+                noise_epsilon -= eps_bw
+                gammas[k] = float(private_median_gamma(data, kernel, eps_bw, rng))
+                kernels[k] = kernels[k].with_gamma(gammas[k])
+        kx, ky = kernels
+        if params["cyclic"]:
+            stats = hsic_cyclic_statistics(X, y, rng, kx, ky, squared=plan.squared)
+            bounds = refine = None
+        else:
+            stats, bounds, refine = _hsic_statistics(X, y, params["n_permutations"], rng,
+                                                     kx, ky, squared=plan.squared)
+        return make_permutation_result(
+            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
+            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
+            noise_epsilon=noise_epsilon,
+            method="dpHSIC cyclic" if params["cyclic"] else "dpHSIC",
+            statistic="squared" if plan.squared else "sqrt", bounds=bounds, refine=refine,
+            gamma=gammas[0], y_gamma=gammas[1],
+        )
 
-    def _score_private(self, X, y, rng):
-        return -math.log(self._run(X, y, rng)[0].p_value)
+    def _fitted_attributes(self, prep, result):
+        return {"gamma_": result.gamma, "y_gamma_": result.y_gamma}
+
+    def _score_value(self, result):
+        return -math.log(result.pvalue)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
         return tags
+
+
+@dataclass(frozen=True)
+class _HSICPlan:
+    """Public plan of one dpHSIC release (parameters, n and the kernels' bounds)."""
+
+    kernels: tuple
+    median: tuple
+    squared: bool
+    sensitivity: float
+    abs_error: float
+    memory_bytes: int

@@ -14,6 +14,11 @@ With kappa >= sup_x k(x, x):
 - for any positive definite kernel, |k(x, x')| <= kappa (Cauchy-Schwarz), so
   D <= 2 sqrt(kappa).
 
+Callables are not assumed positive definite: their Gram values are mapped to
+[-kappa, kappa] (NaN to 0, then clipped; a function of the pair of rows only,
+so no data-dependent refusal) and the tests use the squared statistics with a
+sensitivity valid for any kernel bounded by kappa (see ``ResolvedKernel``).
+
 Only these *public* bounds enter the noise; the data never do.
 """
 
@@ -32,7 +37,10 @@ from sklearn.metrics.pairwise import (
     PAIRWISE_KERNEL_FUNCTIONS,
     euclidean_distances,
     manhattan_distances,
+    rbf_kernel,
 )
+
+from .._params import Callable, InstanceOf, InvalidParameterError, NoneValue
 
 __all__ = [
     "ResolvedKernel",
@@ -60,8 +68,21 @@ MEDIAN_EPSILON_SHARE = 0.05
 # d (manhattan), the scale of the data-independent default bandwidth.
 MEDIAN_GRID = np.geomspace(1e-3, 1e3, 121)
 
+# Parameter constraints of a kernel specification (kernel, kernel_params,
+# kernel_bound); the full checks run in check_kernel_spec.
+KERNEL_CONSTRAINT = [InstanceOf(str), InstanceOf(gpk.Kernel), Callable()]
+KERNEL_PARAMS_CONSTRAINT = [NoneValue(), InstanceOf(dict)]
+
 # Rows per block when a kernel is evaluated piecewise (diagonal checks).
 _DIAG_BLOCK = 256
+# Largest accepted kernel bound kappa (public): every sum the statistics form
+# (at most 4 n^2 kappa_x kappa_y in absolute value) stays far from overflow.
+MAX_KAPPA = 2.0**200
+# The rbf kernel uses scikit-learn's expansion ||x||^2 + ||y||^2 - 2 x.y (fast,
+# BLAS) for rows whose squared norm is at most this public constant; rows above
+# it (where the expansion loses all accuracy or overflows to inf - inf = NaN)
+# are recomputed from the coordinate differences, which cannot cancel.
+RBF_EXPANSION_MAX_SQNORM = 2.0**40
 
 
 class ResolvedKernel:
@@ -73,18 +94,30 @@ class ResolvedKernel:
         ``func(X, Y=None)`` returns the Gram matrix, float64, of shape
         ``(len(X), len(Y))`` (``Y=None`` means ``Y = X``).
     kappa : float
-        Public bound on ``k(x, x)`` over the data domain.
+        Public bound on ``k(x, x)`` over the data domain (positive definite
+        kernels), or on ``|k(x, x')|`` (``positive_definite=False``).
     nonnegative : bool
         Whether the kernel is known to take values in ``[0, kappa]``.
     description : str
         Human-readable name.
+    positive_definite : bool, default=True
+        Whether the kernel is known to be positive definite (named and
+        scikit-learn kernels). False for callables: their Gram values are
+        then mapped into ``[-kappa, kappa]`` (NaN to 0, then clipped), so
+        ``|k| <= kappa`` holds by construction, for every pair of rows.
+    rebuild : callable, default=None
+        ``rebuild(gamma)`` returns the same kernel with another ``gamma``
+        (named kernels; used by the private median bandwidth).
     """
 
-    def __init__(self, func, kappa, nonnegative, description):
+    def __init__(self, func, kappa, nonnegative, description, *, positive_definite=True,
+                 rebuild=None):
         self._func = func
         self.kappa = float(kappa)
         self.nonnegative = bool(nonnegative)
         self.description = description
+        self.positive_definite = bool(positive_definite)
+        self._rebuild = rebuild
 
     @property
     def diameter(self):
@@ -92,6 +125,10 @@ class ResolvedKernel:
         if self.nonnegative:
             return math.sqrt(2.0 * self.kappa)
         return 2.0 * math.sqrt(self.kappa)
+
+    def with_gamma(self, gamma):
+        """The same kernel with ``gamma`` (named kernels only)."""
+        return self._rebuild(gamma)
 
     def __call__(self, X, Y=None):
         K = self._func(X, Y)
@@ -102,6 +139,13 @@ class ResolvedKernel:
                 f"kernel {self.description} returned an array of shape {K.shape}; "
                 f"expected ({len(X)}, {n_y})."
             )
+        if not self.positive_definite:
+            # |k| <= kappa by construction: the any-kernel sensitivity holds
+            # whatever the callable returns (a function of the two rows only).
+            K = np.nan_to_num(K, nan=0.0, posinf=self.kappa, neginf=-self.kappa)
+            np.clip(K, -self.kappa, self.kappa, out=K)
+            if Y is None:  # a Gram matrix is read by triangles: make it symmetric
+                K = (K + K.T) / 2.0
         return K
 
     def diag(self, X):
@@ -111,6 +155,28 @@ class ResolvedKernel:
             block = X[start:start + _DIAG_BLOCK]
             out[start:start + len(block)] = np.diagonal(self(block))
         return out
+
+
+def stable_rbf(X, Y=None, gamma=None):
+    """``exp(-gamma ||x - y||^2)`` without cancellation or overflow to NaN.
+
+    Rows of squared norm at most ``RBF_EXPANSION_MAX_SQNORM`` use
+    scikit-learn's ``rbf_kernel`` (bit for bit); the rows and columns of larger
+    rows are recomputed from the coordinate differences (a sum of squares:
+    no cancellation; an overflow gives +inf, hence the correct limit 0).
+    """
+    if gamma is None:
+        gamma = 1.0 / X.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        K = rbf_kernel(X, Y, gamma=gamma)
+        Yv = X if Y is None else Y
+        big_x = np.flatnonzero(~(np.einsum("ij,ij->i", X, X) <= RBF_EXPANSION_MAX_SQNORM))
+        big_y = np.flatnonzero(~(np.einsum("ij,ij->i", Yv, Yv) <= RBF_EXPANSION_MAX_SQNORM))
+        for i in big_x:
+            K[i] = np.exp(-gamma * np.sum((Yv - X[i]) ** 2, axis=1))
+        for j in big_y:
+            K[:, j] = np.exp(-gamma * np.sum((X - Yv[j]) ** 2, axis=1))
+    return K
 
 
 def _gp_nonnegative(kernel):
@@ -132,55 +198,63 @@ def _gp_nonnegative(kernel):
 def _check_positive_real(value, name, expected):
     """``value`` must be a finite real number > 0 (bool refused)."""
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be {expected}, got {type(value).__name__}.")
+        raise InvalidParameterError(f"{name} must be {expected}, got {type(value).__name__}.")
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value}.")
+        raise InvalidParameterError(f"{name} must be finite and > 0, got {value}.")
 
 
 def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
     """Static checks of a kernel specification (no data needed).
 
-    Raises ``TypeError``/``ValueError`` naming the parameter.
+    Raises
+    ------
+    InvalidParameterError
+        (a ``ValueError`` and a ``TypeError``) naming the parameter.
     """
     params_name = f"{name}_params"
     bound_name = f"{name}_bound"
     if kernel_params is not None and not isinstance(kernel_params, dict):
-        raise TypeError(
+        raise InvalidParameterError(
             f"{params_name} must be None or a dict, got {type(kernel_params).__name__}."
         )
     params = {} if kernel_params is None else kernel_params
     if kernel_bound is not None:
         _check_positive_real(kernel_bound, bound_name, "None or a real number")
+        if kernel_bound > MAX_KAPPA:
+            raise InvalidParameterError(
+                f"{bound_name}={kernel_bound} is above the largest accepted bound "
+                f"{MAX_KAPPA:.3g} (the statistics' sums would overflow); rescale the kernel."
+            )
     if isinstance(kernel, str):
         if kernel not in PAIRWISE_KERNEL_FUNCTIONS:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"{name}={kernel!r} is not a kernel name; choose one of "
                 f"{sorted(PAIRWISE_KERNEL_FUNCTIONS)}, a "
                 "sklearn.gaussian_process.kernels.Kernel or a callable."
             )
         if kernel in _NOT_POSITIVE_DEFINITE:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"{name}={kernel!r} is not a positive definite kernel: the "
                 "sensitivity bounds of MMD/HSIC do not hold for it."
             )
         allowed = KERNEL_PARAMS[kernel]
         unknown = sorted(set(params) - set(allowed))
         if unknown:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"{params_name} has keys {unknown} that {name}={kernel!r} does not take "
                 f"(allowed: {sorted(allowed)})."
             )
         gamma = params.get("gamma")
         if isinstance(gamma, str) and gamma == "median":
             if kernel not in _MEDIAN_KERNELS:
-                raise ValueError(
+                raise InvalidParameterError(
                     f"{params_name}['gamma']='median' is available for "
                     f"{sorted(_MEDIAN_KERNELS)} only, not {name}={kernel!r}."
                 )
         elif kernel in _GAMMA_KERNELS and gamma is not None:
             _check_positive_real(gamma, f"{params_name}['gamma']", "a real number")
         if kernel in _UNBOUNDED and kernel_bound is None:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"{name}={kernel!r} has no bound on k(x, x) over an unbounded domain, so "
                 f"its sensitivity is infinite; give {bound_name} (a public bound on "
                 f"k(x, x) for every possible row) or use a bounded kernel such as 'rbf'."
@@ -189,17 +263,18 @@ def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
         if params:
             unknown = sorted(set(params) - set(kernel.get_params(deep=True)))
             if unknown:
-                raise ValueError(
+                raise InvalidParameterError(
                     f"{params_name} has keys {unknown} that the kernel {kernel} does not take."
                 )
+        _check_gp_hyperparameters(kernel, params, name)
         if not kernel.is_stationary() and kernel_bound is None:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"{name}={kernel} is not stationary, so k(x, x) has no known bound; "
                 f"give {bound_name} (a public bound on k(x, x)) or use a stationary kernel."
             )
     elif callable(kernel):
         if kernel_bound is None:
-            raise ValueError(
+            raise InvalidParameterError(
                 f"a callable {name} needs an explicit {bound_name}: a public bound on "
                 "k(x, x) for every possible row (the sensitivity depends on it)."
             )
@@ -213,17 +288,44 @@ def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
             )
             unknown = sorted(set(params) - set(sig.parameters))
             if unknown and not accepts_kwargs:
-                raise ValueError(
+                raise InvalidParameterError(
                     f"{params_name} has keys {unknown} that the callable {name} does not take."
                 )
     else:
-        raise TypeError(
+        raise InvalidParameterError(
             f"{name} must be a kernel name, a sklearn.gaussian_process.kernels.Kernel or "
             f"a callable, got {type(kernel).__name__}."
         )
 
 
+# GP hyperparameters that must be > 0 (a zero length scale gives 0/0 = NaN);
+# every other one must be >= 0 (a negative constant is not positive definite).
+_GP_POSITIVE = ("length_scale", "periodicity", "nu", "alpha")
+
+
+def _check_gp_hyperparameters(kernel, params, name):
+    """Refuse degenerate GP hyperparameters (zero scales, non-finite values)."""
+    gp = clone(kernel)
+    if params:
+        gp.set_params(**params)
+    values = gp.get_params(deep=True)
+    for hp in gp.hyperparameters:
+        value = np.asarray(values[hp.name], dtype=np.float64)
+        positive = hp.name.split("__")[-1] in _GP_POSITIVE
+        ok = np.all(np.isfinite(value)) and (np.all(value > 0) if positive
+                                               else np.all(value >= 0))
+        if not ok:
+            need = "finite and > 0" if positive else "finite and >= 0"
+            raise InvalidParameterError(
+                f"{name}={kernel}: hyperparameter {hp.name} must be {need}, got "
+                f"{values[hp.name]} (the kernel would return NaN or not be positive "
+                "definite)."
+            )
+
+
 def _pairwise(name, params, X, Y=None):
+    if name == "rbf":
+        return stable_rbf(X, Y, **params)
     func = PAIRWISE_KERNEL_FUNCTIONS[name]
     return func(X, Y, **params)
 
@@ -240,8 +342,11 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
     """Resolve a checked kernel specification against the data ``X``.
 
     Called before the budget is charged. With a user-given ``kernel_bound``
-    the diagonal ``k(x_i, x_i)`` of the data is checked against it: data
-    outside the declared domain are an input error (``ValueError``).
+    on a named or scikit-learn kernel (assumed positive definite), the
+    diagonal ``k(x_i, x_i)`` of the data is checked against it: data outside
+    the declared domain are an input error (``ValueError``). A callable is
+    not checked: its values are mapped into ``[-kernel_bound, kernel_bound]``
+    (see :class:`ResolvedKernel`).
 
     Returns
     -------
@@ -257,14 +362,19 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
             raise ValueError(
                 f"{name}='chi2' needs nonnegative features; X has negative values."
             )
-        func = partial(_pairwise, kernel, params)
         if kernel in _BOUNDED:
             kappa, nonneg = _BOUNDED[kernel]
             if kernel_bound is not None:
                 kappa = float(kernel_bound)
         else:
             kappa, nonneg = float(kernel_bound), False
-        resolved = ResolvedKernel(func, kappa, nonneg, repr(kernel))
+
+        def build(gamma, kernel=kernel, params=params, kappa=kappa, nonneg=nonneg):
+            p = params if gamma is None else {**params, "gamma": float(gamma)}
+            return ResolvedKernel(partial(_pairwise, kernel, p), kappa, nonneg, repr(kernel),
+                                  rebuild=build)
+
+        resolved = build(None)
     elif isinstance(kernel, gpk.Kernel):
         gp = clone(kernel)
         if params:
@@ -274,13 +384,22 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
             kappa = float(kernel_bound)
         else:
             kappa = float(gp.diag(np.zeros((1, X.shape[1])))[0])
-            if not (math.isfinite(kappa) and kappa > 0):
-                raise ValueError(f"{name}={kernel} has k(x, x) = {kappa}; expected > 0.")
+            if not (math.isfinite(kappa) and 0 < kappa <= MAX_KAPPA):
+                raise InvalidParameterError(
+                    f"{name}={kernel} has k(x, x) = {kappa}; expected > 0 and at most "
+                    f"{MAX_KAPPA:.3g} (the statistics' sums would overflow)."
+                )
         resolved = ResolvedKernel(func, kappa, _gp_nonnegative(gp), repr(kernel))
     else:
         func = partial(_callable_call, kernel, params)
         name_ = getattr(kernel, "__name__", type(kernel).__name__)
-        resolved = ResolvedKernel(func, float(kernel_bound), False, name_)
+        resolved = ResolvedKernel(func, float(kernel_bound), False, name_,
+                                  positive_definite=False)
+        # Shape check on a public probe (zeros), not on the data: a wrong shape
+        # is refused before the charge without reading a private row.
+        probe = np.zeros((3, X.shape[1]))
+        resolved(probe[:2], probe)
+        return resolved
     if kernel_bound is not None:
         diag = resolved.diag(X)
         if not np.all(np.isfinite(diag)):

@@ -5,22 +5,43 @@ from __future__ import annotations
 import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 from scipy import sparse
+from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
+from .._budget import PrivacyBudget
+from .._params import (
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    NoneValue,
+    RandomState,
+)
 from ._kernels import (
+    KERNEL_CONSTRAINT,
+    KERNEL_PARAMS_CONSTRAINT,
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
     private_median_gamma,
     resolve_kernel,
     uses_private_median,
 )
-from ._permutation import check_permutation_params, make_result
+from ._results import make_permutation_result
 
-__all__ = ["DPMMDTest", "mmd_permutation_statistics", "mmd_sensitivity"]
+__all__ = [
+    "DPMMDTest",
+    "mmd_abs_error",
+    "mmd_memory_bytes",
+    "mmd_permutation_statistics",
+    "mmd_sensitivity",
+    "mmd_squared_sensitivity",
+]
 
 # The pooled N x N kernel matrix is held only when several column chunks reuse
 # it and it fits in this many bytes; otherwise kernel blocks are evaluated on
@@ -35,6 +56,10 @@ MAX_COLUMN_BYTES = 256 * 2**20
 MANY_GROUPS = 16
 # Rows per kernel block (512-768 measured best for 1000 <= N <= 4000 here).
 BLOCK_ROWS = 768
+# Largest accepted n_permutations (public): B + 1 statistics and noise draws.
+MAX_PERMUTATIONS = 10**6
+# Default public limit on a release's estimated peak memory (max_memory).
+DEFAULT_MAX_MEMORY = 4 * 2**30
 
 
 def mmd_sensitivity(group_sizes, diameter):
@@ -59,6 +84,116 @@ def mmd_sensitivity(group_sizes, diameter):
         return float(diameter) / n_min
     n_total = int(sizes.sum())
     return float(diameter) / n_total * math.sqrt((n_total - n_min) / n_min)
+
+
+def mmd_squared_sensitivity(group_sizes, kappa):
+    """Sensitivity of the *squared* (k-sample) MMD for ANY kernel with ``|k| <= kappa``.
+
+    Used for callable kernels, which are not assumed positive definite.
+
+    Parameters
+    ----------
+    group_sizes : array-like of int
+        Sizes ``n_1 .. n_G`` (public).
+    kappa : float
+        Public bound on ``|k(x, x')|`` for every pair of rows.
+
+    Returns
+    -------
+    sensitivity : float
+        ``8 kappa / n_min - 2 kappa / n_min^2`` for two groups (statistic
+        ``v^T K v``); ``8 kappa (N - n_min) / N^2`` for three or more
+        (statistic ``sum_g 1_g^T K 1_g / (N n_g) - 1^T K 1 / N^2``).
+
+    Notes
+    -----
+    Both statistics are quadratic forms ``sum_jl c_jl K_jl`` in the Gram matrix.
+    Replacing row i changes row and column i of K, each entry by at most
+    ``2 kappa``, so the statistic moves by at most
+    ``2 kappa (2 sum_{l != i} |c_il| + |c_ii|)``. Two groups: ``|c_il| =
+    |v_i||v_l|``, ``sum_l |v_l| = 2``, ``|v_i| = 1/n_g``: ``8 kappa/n_g -
+    2 kappa/n_g^2``. k-sample: for i in group h, ``c_il = 1/(N n_h) - 1/N^2``
+    on the h row block and ``-1/N^2`` elsewhere, ``sum_l |c_il| =
+    2 (N - n_h)/N^2``. Both are largest at ``n_min``; a relabelling keeps the
+    sizes, so the bound holds for every permuted statistic.
+    """
+    sizes = np.asarray(group_sizes, dtype=np.int64)
+    n_min = int(sizes.min())
+    if sizes.size == 2:
+        return 8.0 * kappa / n_min - 2.0 * kappa / n_min**2
+    n_total = int(sizes.sum())
+    return 8.0 * kappa * (n_total - n_min) / n_total**2
+
+
+_U64 = 2.0**-53
+
+
+def _gamma(k):
+    return k * _U64 / (1.0 - k * _U64)
+
+
+def mmd_abs_error(group_sizes, kappa, diameter, *, squared=False):
+    """Certified bound on the float64 error of each computed MMD statistic.
+
+    The Gram values as evaluated are taken as the kernel's values; the bound
+    covers the arithmetic after them. Every statistic is a quadratic form
+    ``sum_jl c_jl K_jl`` whose absolute terms sum to at most ``S = 4 kappa``
+    (two groups: ``(sum |v|)^2 kappa``) or ``2 kappa`` (k-sample: the group
+    terms and the grand-mean term, ``kappa`` each). Each product passes through
+    at most ``k = 2N + G + n_blocks^2 + 64`` roundings (the product, a block
+    matrix-vector sum over at most N terms, the sum over at most N block rows,
+    the sum over the block pairs and the G columns), in any summation
+    order, so the computed quadratic form is within ``gamma_k S`` of the exact
+    one (Higham, Lemma 3.1/3.3). The bound is doubled as a safety factor for
+    the rounding of the coefficients (relative error at most 4u each). For the
+    statistic ``sqrt(max(q, 0))``, ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)``
+    for a, b >= 0 plus the rounding of the square root (``u D``) give
+    ``sqrt(2 gamma_k S) + 2 u D``.
+    """
+    sizes = np.asarray(group_sizes, dtype=np.int64)
+    n, n_groups = int(sizes.sum()), int(sizes.size)
+    s = 4.0 * kappa if n_groups == 2 else 2.0 * kappa
+    n_blocks = len(_block_edges(n)) - 1
+    err_q = 2.0 * (_gamma(2 * n + n_groups + n_blocks**2 + 64) + 8 * _U64) * s
+    if squared:
+        return err_q
+    return math.sqrt(err_q) + 2 * _U64 * diameter
+
+
+def mmd_memory_bytes(n, n_groups, n_permutations, *, ksample=None, max_kernel_bytes=None,
+                     max_column_bytes=None):
+    """Estimated peak memory, in bytes, of :func:`mmd_permutation_statistics`.
+
+    A public function of the shapes: the kernel matrix or blocks held (with one
+    evaluation temporary of the same size), the coefficient chunk with its
+    relabelling keys and masks or one-hot codes, the block products, and the
+    B + 1 statistics with their noise. The input ``X`` is not counted.
+    """
+    if max_kernel_bytes is None:
+        max_kernel_bytes = MAX_KERNEL_BYTES
+    if max_column_bytes is None:
+        max_column_bytes = MAX_COLUMN_BYTES
+    if ksample is None:
+        ksample = n_groups > 2
+    n_cols = n_groups if ksample else 1
+    n_stats = n_permutations + 1
+    per_chunk = max(1, int(max_column_bytes // (8 * n * n_cols)))
+    rows = min(per_chunk, n_stats)
+    n_chunks = -(-n_stats // per_chunk) + (1 if ksample else 0)
+    full = 8 * n * n
+    edges = _block_edges(n)
+    block = 8 * int(np.max(np.diff(edges))) ** 2
+    if ksample and n_groups > MANY_GROUPS and full <= max_kernel_bytes:
+        # K held, its evaluation temporary, the permuted code rows
+        return 2 * full + 8 * n_stats * n + 64 * n_stats
+    if (n_chunks > 1 and full <= max_kernel_bytes) or (
+            n_chunks == 1 and full <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes)):
+        kernel = 2 * full
+    else:
+        kernel = 3 * block
+    columns = 8 * n * n_cols * rows
+    codes = (5 * n * rows) if not ksample else (n * rows * (n_groups + 8))
+    return kernel + 2 * columns + codes + 64 * n_stats
 
 
 def _block_edges(n):
@@ -259,7 +394,7 @@ def _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng):
     """
     n = codes.size
     K = kernel(X)
-    grand = K.sum() / n**2
+    grand = K.sum(axis=1).sum() / n**2  # chains of at most 2N additions (see mmd_abs_error)
     weights = 1.0 / (n * sizes.astype(np.float64))
     template = codes.astype(_smallest_int_dtype(sizes.size))
     A = _permuted_rows(template, n_stats, True, rng)
@@ -274,7 +409,7 @@ def _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng):
 
 
 def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample=None,
-                               max_kernel_bytes=None, max_column_bytes=None):
+                               max_kernel_bytes=None, max_column_bytes=None, squared=False):
     """The B + 1 (non-private) MMD statistics: observed first, then permuted.
 
     Two groups (``ksample=False``): ``MMD_b = sqrt(v^T K v)`` with ``v`` equal to
@@ -292,6 +427,8 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
     rng : numpy.random.Generator
         Source of the relabellings (consumed as by :func:`draw_assignments`).
     kernel : ResolvedKernel
+    squared : bool, default=False
+        Return the squared statistics (quadratic forms, not clipped at 0).
 
     Returns
     -------
@@ -341,7 +478,47 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
 
         stat2 = column_quadratic_forms(X, kernel, columns(), len(starts),
                                        max_kernel_bytes=max_kernel_bytes)
+    if squared:  # the quadratic forms themselves (any bounded kernel)
+        return stat2
     return np.sqrt(np.maximum(stat2, 0.0))
+
+
+_STACK_HINT = (
+    "To test two samples X1 and X2, stack them and label the rows: "
+    "X = np.vstack([X1, X2]); y = np.repeat([0, 1], [len(X1), len(X2)]), "
+    "or call DPMMDTest(...).test_samples(X1, X2)."
+)
+
+
+@dataclass(frozen=True)
+class _MMDPlan:
+    """Public plan of one dpMMD release (a function of the labels' counts, the
+    shape of X and the parameters; never of private values)."""
+
+    classes: Any
+    codes: Any
+    sizes: Any
+    kernel: Any
+    median: bool
+    squared: bool
+    sensitivity: float
+    abs_error: float
+    memory_bytes: int
+    method: str
+
+
+def check_memory(needed, limit, what, hint=""):
+    """Refuse (before the charge) a release whose estimated peak memory exceeds the limit."""
+    if needed > limit:
+        raise InvalidParameterError(
+            f"{what} needs about {needed / 2**30:.3g} GiB of memory ({needed} bytes), above "
+            f"max_memory={limit} bytes ({limit / 2**30:.3g} GiB).{hint} Raise max_memory if "
+            "the machine has that much memory free."
+        )
+
+
+def _two_sample_error(message):
+    return ValueError(f"{message} {_STACK_HINT}")
 
 
 class DPMMDTest(BasePrivateTest):
@@ -359,6 +536,18 @@ class DPMMDTest(BasePrivateTest):
     (the group sizes, hence the labels' counts, are public). ``delta = 0``
     gives pure ``epsilon``-DP.
 
+    **Released** (everything that leaves a fit): ``result_.pvalue`` and
+    ``result_.reject`` (a function of it), ``gamma_`` (= ``result_.gamma``)
+    with ``kernel_params={"gamma": "median"}``, and public quantities
+    (``classes_``, the sizes behind ``sensitivity``, ``n_permutations``,
+    ``noise_scale``...). The noisy observed statistic is *not* released: it
+    shares its noise with the p-value, and the permutation theorem covers the
+    p-value only. Joint argument: the bandwidth is an (``0.05 epsilon``)-DP
+    exponential mechanism on the pooled rows (labels unused); the p-value is
+    (``0.95 epsilon``, ``delta``)-DP given the bandwidth (Theorem 2 of [1]_);
+    by sequential composition the pair is (``epsilon``, ``delta``)-DP. Without
+    the median heuristic the permutation release gets all of ``epsilon``.
+
     Parameters
     ----------
     kernel : str, sklearn.gaussian_process.kernels.Kernel or callable, default="rbf"
@@ -366,9 +555,15 @@ class DPMMDTest(BasePrivateTest):
         (rbf, laplacian, chi2 and cosine have a known bound; linear and
         polynomial need ``kernel_bound``; sigmoid and additive_chi2 are refused
         as not positive definite), a stationary scikit-learn Gaussian-process
-        kernel (bound ``k(x, x)``), or a callable ``kernel(X, Y, **kernel_params)``
-        returning the Gram matrix (needs ``kernel_bound``). The default rbf
-        bandwidth is data independent: ``gamma = 1 / n_features``.
+        kernel (bound ``k(x, x)``; zero or non-finite hyperparameters are
+        refused), or a callable ``kernel(X, Y, **kernel_params)`` returning the
+        Gram matrix (needs ``kernel_bound``). A callable is *not* assumed
+        positive definite: its values are mapped into
+        ``[-kernel_bound, kernel_bound]`` (NaN to 0, then clipped) and the test
+        privatises the squared MMD with a sensitivity valid for any kernel
+        bounded by ``kernel_bound`` (see Notes; less power than the
+        positive-definite rule). The default rbf bandwidth is data
+        independent: ``gamma = 1 / n_features``.
     kernel_params : dict, default=None
         Keyword arguments of the kernel (``gamma``, ``degree``, ... for named
         kernels; hyperparameters set on a copy of a GP kernel; keyword arguments
@@ -378,18 +573,23 @@ class DPMMDTest(BasePrivateTest):
         mechanism over a public grid, labels unused), the rest the test; the
         total charged is still ``(epsilon, delta)``.
     kernel_bound : float, default=None
-        Public bound :math:`\kappa \geq k(x, x)` for every possible row. Needed
-        for kernels without a known bound; it is checked on the data (a
-        violation raises ``ValueError`` before any budget is charged). With a
-        user bound the kernel is only assumed positive definite.
+        Public bound :math:`\kappa` on ``k(x, x)`` (named and scikit-learn
+        kernels: checked on the data's diagonal, a violation raises
+        ``ValueError`` before any budget is charged) or on ``|k(x, x')|``
+        (callables: enforced by clipping). At most ``2**200``.
     epsilon : float, default=1.0
         Privacy loss of one fit, > 0.
     delta : float, default=0.0
         Failure probability, in [0, 1).
     alpha : float, default=0.05
-        Level of the test.
+        Level of the test, in (0, 1).
     n_permutations : int, default=2000
-        Number B of random relabellings.
+        Number B of random relabellings, in [1, 10**6].
+    max_memory : int, default=4 * 2**30
+        Public limit, in bytes, on the estimated peak memory of a release
+        (see :func:`mmd_memory_bytes`; about 1 GiB at most with the default
+        internal chunk sizes, more for huge N or many groups). A fit that
+        would need more is refused before the budget is charged.
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
@@ -398,12 +598,13 @@ class DPMMDTest(BasePrivateTest):
     Attributes
     ----------
     result_ : PermutationTestResult
-        The private result of the last fit.
+        The private result of the last fit (p-value, decision, public noise
+        description).
     classes_ : ndarray of shape (n_groups,)
-        Group labels (sorted); the first one is the "X sample" of MMD.
+        Group labels (sorted; public); the first one is the "X sample" of MMD.
     gamma_ : float or None
         The privately chosen ``gamma`` with ``kernel_params={"gamma": "median"}``
-        (itself a DP release), else None.
+        (itself a DP release, covered by the composition above), else None.
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -415,6 +616,12 @@ class DPMMDTest(BasePrivateTest):
 
     Notes
     -----
+    **Input.** ``y`` holds group labels: ``y`` must be discrete (a continuous
+    ``y``, e.g. a second sample passed as ``y``, is refused), with at least
+    two groups and at least two rows in every group. For two samples use
+    :meth:`test_samples`, or stack them:
+    ``X = np.vstack([X1, X2]); y = np.repeat([0, 1], [len(X1), len(X2)])``.
+
     **Two groups** (sizes m, n). The statistic is
     :math:`\mathrm{MMD}_b = \|\hat\mu_1 - \hat\mu_2\|_{\mathcal H} = \sqrt{v^\top K v}`
     with :math:`v = (1/m, \dots, 1/m, -1/n, \dots, -1/n)`. Replacing one row
@@ -441,21 +648,42 @@ class DPMMDTest(BasePrivateTest):
     :math:`\|d\|^2 (N - n_h)/(N^2 n_h)`, hence
     :math:`\Delta = (D/N)\sqrt{(N - n_{\min})/n_{\min}}`. For two groups
     :math:`T = \sqrt{mn}/N\cdot\mathrm{MMD}_b` and the two sensitivities agree,
-    so both statistics give the same test. All B + 1 statistics are
-    :math:`\mathrm{diag}(V^\top K V)` of one coefficient matrix (two groups: each
-    relabelling puts group 0 on the positions of the m smallest of N uniform
-    random 32-bit keys, selected by ``np.partition``, with exact rejection of
-    ties; more groups: ``Generator.permuted`` shuffles its rows); the kernel is
-    evaluated in blocks, symmetrically (about half the work of the full
-    product), and the N x N matrix is never held unless it is small (32 MiB:
-    its blocks are then evaluated while the relabellings are drawn in a thread)
-    or several column chunks must reuse it and it fits in ``MAX_KERNEL_BYTES``
-    (256 MiB). With more than
-    ``MANY_GROUPS`` (16) groups, each relabelling costs one sparse one-hot by
-    kernel product instead (O(N^2) rather than O(G N^2)).
+    so both statistics give the same test.
 
-    Only the noisy statistic, the p-value and public quantities are stored:
-    neither the statistic without noise nor the noise draws.
+    **Callable kernels** (not assumed positive definite; values in
+    :math:`[-\kappa, \kappa]` by clipping). The square root is then not
+    Lipschitz, so the squared statistics (the quadratic forms
+    :math:`\sum_{jl} c_{jl} K_{jl}`) are privatised, with
+    :math:`\Delta = 8\kappa/n_{\min} - 2\kappa/n_{\min}^2` (two groups) or
+    :math:`8\kappa(N - n_{\min})/N^2` (k-sample): replacing row i changes row
+    and column i of K by at most :math:`2\kappa` per entry (see
+    :func:`mmd_squared_sensitivity`).
+
+    **Floating point.** The noise is calibrated to
+    :math:`\Delta + 2\eta`, with :math:`\eta` (``result_.abs_error``) a
+    certified bound on the float64 rounding of each statistic computed from
+    the Gram values (:func:`mmd_abs_error`): computed statistics on
+    neighbouring data then differ by at most :math:`\Delta + 2\eta`.
+    Statistics that are not finite are refused (no p-value is computed from a
+    NaN comparison). Kernel parameters that give NaN (a zero length scale),
+    bounds above ``2**200`` and GP kernels with :math:`k(x,x)` out of range are
+    refused before the charge; the rbf kernel recomputes the rows of large
+    norm (above ``2**40`` squared) from coordinate differences, so huge values
+    do not overflow into NaN.
+
+    **Computation.** All B + 1 statistics are :math:`\mathrm{diag}(V^\top K V)`
+    of one coefficient matrix (two groups: each relabelling puts group 0 on
+    the positions of the m smallest of N uniform random 32-bit keys, selected
+    by ``np.partition``, with exact rejection of ties; more groups:
+    ``Generator.permuted`` shuffles its rows); the kernel is evaluated in
+    blocks, symmetrically (about half the work of the full product), and the
+    N x N matrix is never held unless it is small (32 MiB: its blocks are then
+    evaluated while the relabellings are drawn in a thread) or several column
+    chunks must reuse it and it fits in ``MAX_KERNEL_BYTES`` (256 MiB). With
+    more than ``MANY_GROUPS`` (16) groups, each relabelling costs one sparse
+    one-hot by kernel product instead (O(N^2) rather than O(G N^2)).
+    Everything that can refuse the input (parameters, labels, kernel, memory)
+    runs before the budget is charged.
 
     References
     ----------
@@ -480,8 +708,22 @@ class DPMMDTest(BasePrivateTest):
 
     _requires_y = True
 
+    _parameter_constraints = {
+        "kernel": KERNEL_CONSTRAINT,
+        "kernel_params": KERNEL_PARAMS_CONSTRAINT,
+        "kernel_bound": [NoneValue(), Interval(Real, 0, None, closed="neither")],
+        "epsilon": [Interval(Real, 0, None, closed="neither")],
+        "delta": [Interval(Real, 0, 1, closed="left")],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
+        "max_memory": [Interval(Integral, 1, None)],
+        "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
+        "random_state": [RandomState()],
+    }
+
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
-                 delta=0.0, alpha=0.05, n_permutations=2000, budget=None, random_state=None):
+                 delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
+                 budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -489,56 +731,138 @@ class DPMMDTest(BasePrivateTest):
         self.delta = delta
         self.alpha = alpha
         self.n_permutations = n_permutations
+        self.max_memory = max_memory
         self.budget = budget
         self.random_state = random_state
 
-    def _check_params(self):
-        check_permutation_params(self)
-        check_kernel_spec(self.kernel, self.kernel_params, self.kernel_bound)
-
-    def _privacy_cost(self):
-        return float(self.epsilon), float(self.delta)
+    def _check_params(self, params):
+        check_kernel_spec(params["kernel"], params["kernel_params"], params["kernel_bound"])
+        return params
 
     def _validate_input(self, X, y, reset):
+        if y is not None and np.ndim(y) == 2 and np.shape(y)[1] > 1:
+            raise _two_sample_error(
+                f"DPMMDTest takes group labels y of shape (n_samples,); got an array of "
+                f"shape {np.shape(y)}, which looks like a second sample."
+            )
         X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=False)
         return X.astype(np.float64, copy=False), y
 
-    def _check_data(self, X, y):
+    def _plan(self, params, X, y):
+        kind = type_of_target(y)
+        if kind not in ("binary", "multiclass"):
+            raise _two_sample_error(
+                f"DPMMDTest needs discrete group labels y; got {kind} values (a second "
+                "sample or a continuous variable is not a grouping)."
+            )
         classes, codes = np.unique(y, return_inverse=True)
+        codes = codes.ravel()
         if classes.size < 2:
             raise ValueError(
                 f"DPMMDTest needs at least 2 groups in y; got {classes.size} class "
                 f"({X.shape[0]} sample(s))."
             )
-        kernel = resolve_kernel(self.kernel, self.kernel_params, self.kernel_bound, X)
-        self._classes, self._codes, self._resolved_kernel = classes, codes.ravel(), kernel
-
-    def _run(self, X, rng):
-        kernel = self.__dict__.pop("_resolved_kernel")
-        codes = self.__dict__.pop("_codes")
         sizes = np.bincount(codes)
-        noise_epsilon, gamma = float(self.epsilon), None
-        if uses_private_median(self.kernel, self.kernel_params):
-            # labels are not used: the bandwidth is invariant under relabelling
-            eps_bw = MEDIAN_EPSILON_SHARE * float(self.epsilon)
-            noise_epsilon -= eps_bw
-            gamma = private_median_gamma(X, self.kernel, eps_bw, rng)
-            kernel = resolve_kernel(self.kernel, {**self.kernel_params, "gamma": gamma},
-                                    self.kernel_bound, X)
-        stats = mmd_permutation_statistics(X, codes, int(self.n_permutations), rng, kernel)
-        sensitivity = mmd_sensitivity(sizes, kernel.diameter)
-        result = make_result(
-            stats, sensitivity, epsilon=self.epsilon, delta=self.delta, alpha=self.alpha,
-            n_samples=X.shape[0], rng=rng, noise_epsilon=noise_epsilon,
-            method="dpMMD" if sizes.size == 2 else "dpMMD k-sample",
+        if sizes.min() < 2:
+            raise _two_sample_error(
+                f"DPMMDTest needs at least 2 rows in every group of y; the smallest of "
+                f"the {classes.size} groups has {int(sizes.min())} row."
+            )
+        kernel = resolve_kernel(params["kernel"], params["kernel_params"],
+                                params["kernel_bound"], X)
+        squared = not kernel.positive_definite
+        if squared:
+            sensitivity = mmd_squared_sensitivity(sizes, kernel.kappa)
+        else:
+            sensitivity = mmd_sensitivity(sizes, kernel.diameter)
+        n, n_groups = int(codes.size), int(sizes.size)
+        memory = mmd_memory_bytes(n, n_groups, params["n_permutations"])
+        check_memory(memory, params["max_memory"],
+                     f"DPMMDTest with N = {n} rows, {n_groups} groups and "
+                     f"n_permutations = {params['n_permutations']}")
+        return _MMDPlan(
+            classes=classes, codes=codes, sizes=sizes, kernel=kernel,
+            median=uses_private_median(params["kernel"], params["kernel_params"]),
+            squared=squared, sensitivity=sensitivity,
+            abs_error=mmd_abs_error(sizes, kernel.kappa, kernel.diameter, squared=squared),
+            memory_bytes=memory, method="dpMMD" if n_groups == 2 else "dpMMD k-sample",
         )
-        return result, gamma
 
-    def _fit_private(self, X, y, rng):
-        self.classes_ = self.__dict__.pop("_classes")
-        result, self.gamma_ = self._run(X, rng)
-        return result
+    def _release(self, prep, rng):
+        params, plan, X = prep.params, prep.plan, prep.X
+        kernel, noise_epsilon, gamma = plan.kernel, params["epsilon"], None
+        if plan.median:
+            # labels are not used: the bandwidth is invariant under relabelling
+            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
+            noise_epsilon -= eps_bw
+            gamma = private_median_gamma(X, params["kernel"], eps_bw, rng)
+            kernel = kernel.with_gamma(gamma)
+        stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,
+                                           kernel, squared=plan.squared)
+        return make_permutation_result(
+            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
+            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
+            noise_epsilon=noise_epsilon, method=plan.method,
+            statistic="squared" if plan.squared else "sqrt",
+            gamma=None if gamma is None else float(gamma),
+        )
 
-    def _score_private(self, X, y, rng):
-        self.__dict__.pop("_classes")
-        return -math.log(self._run(X, rng)[0].p_value)
+    def _fitted_attributes(self, prep, result):
+        return {"classes_": prep.plan.classes, "gamma_": result.gamma}
+
+    def _score_value(self, result):
+        return -math.log(result.pvalue)
+
+    def test_samples(self, X1, X2, *more):
+        """Test whether two (or more) samples come from the same distribution.
+
+        Stacks the samples, labels their rows ``0, 1, ...`` in order, fits
+        (one charge of ``(epsilon, delta)``) and returns the result: the same
+        release as ``fit(np.vstack([X1, X2, ...]), np.repeat([0, 1, ...],
+        sizes))`` with the same ``random_state``. ``classes_`` is then
+        ``[0, 1, ...]``.
+
+        Parameters
+        ----------
+        X1, X2, *more : array-like of shape (n_i, n_features)
+            The samples (at least two rows each, the same number of features).
+
+        Returns
+        -------
+        result : PermutationTestResult
+            The private result (also in ``result_``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skdptest import DPMMDTest
+        >>> rng = np.random.default_rng(0)
+        >>> X1, X2 = rng.normal(size=(100, 3)), rng.normal(0.5, size=(120, 3))
+        >>> res = DPMMDTest(epsilon=2.0, random_state=0).test_samples(X1, X2)
+        >>> bool(res.reject)
+        True
+        """
+        samples = []
+        for i, sample in enumerate((X1, X2, *more)):
+            arr = sample if hasattr(sample, "iloc") else np.asarray(sample)
+            if np.ndim(arr) != 2:
+                raise ValueError(
+                    f"test_samples takes 2-D samples of shape (n_i, n_features); sample "
+                    f"{i} has shape {np.shape(arr)} (reshape a single feature with "
+                    "x.reshape(-1, 1))."
+                )
+            samples.append(arr)
+        widths = {np.shape(s)[1] for s in samples}
+        if len(widths) != 1:
+            raise ValueError(
+                f"test_samples needs the same number of features in every sample; got "
+                f"{[np.shape(s)[1] for s in samples]}."
+            )
+        sizes = [np.shape(s)[0] for s in samples]
+        if all(hasattr(s, "iloc") for s in samples):
+            import pandas as pd  # only when the samples are DataFrames
+
+            X = pd.concat(samples, ignore_index=True)
+        else:
+            X = np.vstack([np.asarray(s) for s in samples])
+        return self.test(X, np.repeat(np.arange(len(samples)), sizes))

@@ -1,0 +1,129 @@
+"""Result of the DP permutation kernel tests (frozen, keyword-only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._results import PValueAliasMixin, TestResult
+
+__all__ = ["PermutationTestResult", "make_permutation_result"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PermutationTestResult(PValueAliasMixin, TestResult):
+    """Result of a DP permutation test (dpMMD, dpHSIC).
+
+    Only the p-value, the decision and public quantities are released: the
+    noisy observed statistic is *not* a field. (It shares its noise with the
+    p-value, so releasing both would reveal the statistic far more precisely
+    than the permutation theorem covers; that theorem covers the p-value and
+    the decision only.)
+
+    Attributes
+    ----------
+    reject : bool
+        Whether ``pvalue <= alpha`` (a function of the p-value).
+    alpha : float
+        Level of the test.
+    epsilon : float
+        ε spent by the whole fit: the permutation release plus, with
+        ``kernel_params={"gamma": "median"}``, the private bandwidth(s).
+    delta : float
+        δ spent (the permutation release's δ; the bandwidths are pure ε-DP).
+    n_samples : int
+        Number of rows: pooled rows (dpMMD) or pairs (dpHSIC); public.
+    method : str
+        Name of the procedure: ``"dpMMD"``, ``"dpMMD k-sample"``, ``"dpHSIC"``
+        or ``"dpHSIC cyclic"``.
+    pvalue : float
+        ``(1 + #{b >= 1 : T~_b >= T~_0}) / (B + 1)``, the rank of the noisy
+        observed statistic among the B + 1 noisy statistics: the private
+        release, (ε, δ)-DP by the DP permutation theorem (Kim & Schrab,
+        Theorem 2) and valid at finite samples under exchangeability. Its
+        deprecated alias ``p_value`` warns.
+    n_permutations : int
+        Number B of permuted statistics (public: a parameter, or n - 1 for the
+        cyclic dpHSIC).
+    statistic : str
+        Which statistic was privatised (public): ``"sqrt"`` (the plug-in
+        MMD_b or sqrt(HSIC_b), for kernels known to be positive definite) or
+        ``"squared"`` (MMD_b^2 or HSIC_b, used for callable kernels, whose
+        sensitivity holds for any kernel with values in [-κ, κ]).
+    sensitivity : float
+        Global sensitivity Δ of each statistic under the neighbouring relation
+        (public: a function of the group sizes or n and the kernel bounds),
+        before the floating-point allowance ``abs_error`` is added.
+    abs_error : float
+        Certified bound on the floating-point error of each computed
+        statistic (public: a function of n, the sizes and the kernel bounds);
+        the noise is calibrated to ``sensitivity + 2 * abs_error``.
+    noise_scale : float
+        Scale of the Laplace noise added to each statistic, in the units of
+        the statistic (public): ``2 (sensitivity + 2 abs_error) / ξ`` with
+        ``ξ`` the permutation share's ``ε + log(1 / (1 - δ))``.
+    gamma : float or None
+        The bandwidth of ``kernel`` chosen by the private median heuristic
+        (``kernel_params={"gamma": "median"}``): an ε-DP release of its own
+        (exponential mechanism, 5 % of ``epsilon``); None otherwise.
+    y_gamma : float or None
+        The same for dpHSIC's ``y_kernel``; None for dpMMD.
+    """
+
+    pvalue: float
+    n_permutations: int
+    statistic: str
+    sensitivity: float
+    abs_error: float
+    noise_scale: float
+    gamma: float | None = None
+    y_gamma: float | None = None
+
+
+def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delta, alpha,
+                            n_samples, rng, method, statistic, noise_epsilon,
+                            bounds=None, refine=None, gamma=None, y_gamma=None):
+    """Privatise the B + 1 statistics and pack a :class:`PermutationTestResult`.
+
+    ``epsilon`` is what the whole fit spent; ``noise_epsilon`` the part of it
+    given to the permutation release. ``abs_error`` is a certified bound on the
+    floating-point error of each computed statistic: computed statistics on
+    neighbouring data differ by at most ``sensitivity + 2 abs_error``, and the
+    noise is calibrated to that. The noisy observed statistic is dropped: only
+    the p-value (and the decision, a function of it) leaves.
+
+    Raises
+    ------
+    ValueError
+        If a statistic is NaN (a comparison with NaN would decide the rank
+        arbitrarily); raised after the charge, as the last guard behind the
+        checks of the plan.
+    """
+    from ._permutation import dp_permutation_pvalue
+
+    statistics = np.asarray(statistics, dtype=np.float64)
+    if not np.all(np.isfinite(statistics)):
+        raise ValueError(
+            "the kernel statistics are not finite (a kernel returned NaN or inf values "
+            "on this data); no p-value is released. Check the kernel's parameters."
+        )
+    _, pvalue, scale = dp_permutation_pvalue(statistics, sensitivity + 2.0 * abs_error,
+                                             noise_epsilon, delta, rng, bounds=bounds,
+                                             refine=refine)
+    return PermutationTestResult(
+        pvalue=float(pvalue),
+        reject=bool(pvalue <= alpha),
+        alpha=float(alpha),
+        epsilon=float(epsilon),
+        delta=float(delta),
+        n_samples=int(n_samples),
+        n_permutations=int(statistics.size - 1),
+        statistic=statistic,
+        sensitivity=float(sensitivity),
+        abs_error=float(abs_error),
+        noise_scale=float(scale),
+        method=method,
+        gamma=gamma,
+        y_gamma=y_gamma,
+    )
