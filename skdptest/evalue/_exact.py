@@ -3,13 +3,16 @@
 For laws on two points {x0, x1} the batch statistic Λ_n of any bet is an affine
 function of the count K = #{t : x_t = x1}, and its replace-one sensitivity is one
 count. Releasing Y = K + Z with Z two-sided geometric (discrete Laplace),
-P(Z = z) = tanh(ε/2) e^{−ε|z|} on the integers, is therefore ε-DP, and the
+P(Z = z) = tanh(r/2) e^{−r|z|} on the integers, drawn by an exact integer sampler at
+the quantised rate r = quantise_rate(ε) <= ε (the largest multiple of 2^-20 not above
+ε), is therefore ε-DP with no floating-point leak (the output is an integer), and the
 likelihood ratio of the release itself,
 
-    E(y) = f_Q(y) / f_P(y),   f(y) = Σ_k Binom(k; n, π) tanh(ε/2) e^{−ε|y − k|},
+    E(y) = f_Q(y) / f_P(y),   f(y) = Σ_k Binom(k; n, π) tanh(r/2) e^{−r|y − k|},
 
-is an e-value (E_P[E] = Σ_y f_Q(y) = 1) and, by Gibbs' inequality, the most powerful
-post-processing of that release. With two-sided geometric noise it is more: for
+is an e-value (E_P[E] = Σ_y f_Q(y) = 1, every density at the same rate r as the
+sampler) and, by Gibbs' inequality, the most powerful post-processing of that release.
+With two-sided geometric noise it is more: for
 two-point laws this release with its exact likelihood ratio is the most powerful
 ε-DP e-value, certified by a linear-programming dual in every case checked
 (``_bound.py``; doc/evalues.md, 'Finite-n optimality'). Its
@@ -22,7 +25,12 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .._noise import log_geometric_mixture, log_geometric_mixture_at, two_sided_geometric
+from .._noise import (
+    log_geometric_mixture,
+    log_geometric_mixture_at,
+    quantise_rate,
+    two_sided_geometric,
+)
 from ._laws import _DiscreteLaws
 
 __all__ = ["BinaryExact", "binary_exact", "exact_model"]
@@ -70,19 +78,27 @@ class BinaryExact:
     def __init__(self, x1, p1, q1):
         self.x1, self.p1, self.q1 = x1, p1, q1
 
+    @staticmethod
+    def noise_rate(epsilon):
+        """The rate r = quantise_rate(ε) <= ε of the noise: the sampler draws at r and
+        every density, likelihood ratio and planned e-power uses the same r."""
+        return float(quantise_rate(epsilon))
+
     def count(self, X):
         """The sufficient statistic K of a batch (number of rows equal to x1)."""
         return int(np.count_nonzero(X[:, 0] == self.x1))
 
     def release(self, count, epsilon, rng):
-        """Y = K + Z, Z two-sided geometric at rate ε: ε-DP under replacing one row.
+        """Y = K + Z, Z two-sided geometric at rate r <= ε (exact integer sampler):
+        ε-DP under replacing one row (pmf ratio at most e^r).
 
         Returns a float with an integer value.
         """
-        return float(count + int(two_sided_geometric(rng, epsilon)))
+        return float(count + int(two_sided_geometric(rng, self.noise_rate(epsilon))))
 
     def log_density(self, y, n, prob, epsilon):
-        """log P(Y = y) for Y = Binom(n, prob) + Z, Z two-sided geometric at rate ε.
+        """log P(Y = y) for Y = Binom(n, prob) + Z, Z two-sided geometric at the
+        noise rate r = quantise_rate(ε) of :meth:`release`.
 
         Vectorised over integer-valued ``y`` (the only possible releases; other
         values raise ``ValueError``). Every term of the mixture is kept (dropping
@@ -95,12 +111,13 @@ class BinaryExact:
                 "y must be integer-valued: the release is a count plus integer noise."
             )
         log_pmf = stats.binom.logpmf(np.arange(n + 1), n, prob)
-        return log_geometric_mixture_at(y, log_pmf, epsilon, block_terms=2_000_000)
+        return log_geometric_mixture_at(y, log_pmf, self.noise_rate(epsilon),
+                                        block_terms=2_000_000)
 
     def noise_scale(self, n, epsilon):
-        """Scale 1/ε of the two-sided geometric noise (the reciprocal of its rate),
-        in counts."""
-        return 1.0 / epsilon
+        """Scale 1/r of the two-sided geometric noise (the reciprocal of its quantised
+        rate), in counts."""
+        return 1.0 / self.noise_rate(epsilon)
 
     def batch_log_e(self, X, epsilon, rng):
         """Release one batch and return its log e-value against P."""
@@ -120,9 +137,10 @@ class BinaryExact:
         negligible mass), with the laws from an O(n) recursion.
         """
         k = np.arange(n + 1)
-        pad = int(60 / epsilon) + 1
-        _, lq = log_geometric_mixture(stats.binom.logpmf(k, n, self.q1), epsilon, pad)
-        _, lp = log_geometric_mixture(stats.binom.logpmf(k, n, self.p1), epsilon, pad)
+        rate = self.noise_rate(epsilon)
+        pad = int(60 / rate) + 1
+        _, lq = log_geometric_mixture(stats.binom.logpmf(k, n, self.q1), rate, pad)
+        _, lp = log_geometric_mixture(stats.binom.logpmf(k, n, self.p1), rate, pad)
         keep = lq >= lq.max() - 60
         return float(np.sum(np.exp(lq[keep]) * (lq[keep] - lp[keep])))
 

@@ -3,8 +3,10 @@
 The per-row statistic is the optimal log statistic log E*(x), quantised to a
 lattice of ``steps`` cells over its actual range: g(x) ∈ {0, ..., steps}. The
 batch releases Y = T + Z with T = Σ g(x_t) and Z two-sided geometric noise,
-P(Z = z) ∝ exp(−(ε / steps) |z|): T moves by at most ``steps`` when one row is
-replaced, so the release is ε-DP. The law of g(X) under P and Q is exact (sums
+P(Z = z) ∝ exp(−r |z|), r = quantise_rate(ε / steps) <= ε / steps drawn by an exact
+integer sampler: T moves by at most ``steps`` when one row is replaced, so the
+release is ε-DP (and an integer: no floating-point leak). Every density below uses
+the same r. The law of g(X) under P and Q is exact (sums
 for discrete laws, cdfs of the log-likelihood ratio otherwise), the law of T is
 its n-fold convolution under exponential tilting (direct convolutions of
 non-negative arrays for small lattices; for large ones one FFT per tilt, used only
@@ -25,7 +27,12 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import optimize, special
 
-from .._noise import log_geometric_mixture, log_geometric_mixture_at, two_sided_geometric
+from .._noise import (
+    log_geometric_mixture,
+    log_geometric_mixture_at,
+    quantise_rate,
+    two_sided_geometric,
+)
 from ._cache import _cached
 from ._laws import _DiscreteLaws
 from ._optimal import optimal_statistic
@@ -272,8 +279,9 @@ class LatticeExact:
         return int(self.cells(self.laws.log_ratio(X), n).sum())
 
     def noise_rate(self, n):
-        """ε / sensitivity: the geometric noise has P(Z = z) ∝ exp(−rate |z|)."""
-        return self.epsilon / self.steps(n)
+        """quantise_rate(ε / sensitivity) <= ε / steps: the geometric noise has
+        P(Z = z) ∝ exp(−rate |z|); the sampler and every density use this rate."""
+        return float(quantise_rate(self.epsilon / self.steps(n)))
 
     def release(self, count, epsilon, rng, n):
         """Y = T + Z, Z two-sided geometric: ε-DP (T moves by at most ``steps``)."""

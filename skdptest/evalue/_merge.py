@@ -2,29 +2,66 @@
 
 Λ_n = Σ_t log(1 − λ + λ E(x_t)) has replace-one sensitivity
 
-    R_λ = log((1 − λ + λ E_max) / (1 − λ + λ E_min)) < log(E_max / E_min) <= ε,
+    R_λ = log((1 − λ + λ E_max) / (1 − λ + λ E_min)) < log(E_max / E_min) <= ε.
 
-so Λ̃ = Λ_n + Z + log(1 − b²), Z ~ Laplace(b = R_λ / ε), is ε-DP and exp(Λ̃) is an
-e-value: E_P[exp(Λ̃)] = (1 − λ + λ E_P[E])^n E[e^Z] (1 − b²) <= 1.
+Float-safe release (doc/evalues.md, 'Float-safe release'). A float release
+Λ_n + Laplace would let the *set* of reachable floats differ between neighbours
+(Mironov 2012); here everything data-dependent is an integer and the noise is an exact
+integer sampler:
+
+- per-row terms t_i, clipped to the computed extremes [t_lo, t_hi], are floored to a
+  fine power-of-two grid h = g / 2^k and summed exactly as integers: S = Σ floor(t_i/h);
+- the batch integer is M = floor(S / 2^k) (i.e. floor of Σ h·floor(t_i/h) on the grid
+  g, a power of two); replacing one row moves S by at most Δ_h = floor(t_hi/h) −
+  floor(t_lo/h), hence M by at most Δ_int = ceil(Δ_h / 2^k) (exact integer arithmetic:
+  no rounding error of a float sum enters the sensitivity);
+- J = M + K with K ~ discrete Laplace of rate r = quantise_rate(ε/Δ_int),
+  P(K = k) ∝ e^{−r|k|}: the pmfs of J on neighbours differ by a shift of at most Δ_int,
+  so their ratio is at most e^{r Δ_int} <= e^ε (pure ε-DP, exact);
+- the release is the fixed public function g·J − c of the integer J, with
+  c = log E[e^{gK}] the exact compensator (finite for g < r, i.e. g/r < 1).
+
+Validity: g·M <= h·S <= Σ_i t_i (floors only lower), so
+E_P[exp(release)] <= E_P[exp(Λ_n)] E[e^{gK}] e^{−c} = (1 − λ + λ E_P[E])^n <= 1.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize
 
-from .._noise import laplace, laplace_log_mgf
+from .._noise import (
+    RATE_BITS,
+    discrete_laplace,
+    discrete_laplace_log_mgf,
+    floor_to_grid,
+    power_of_two_grid,
+    quantise_rate,
+)
 
 __all__ = [
+    "GridNoise",
     "choose_bet",
     "choose_clip",
     "expected_log_release",
+    "merged_integer",
     "merged_sensitivity",
+    "noise_scale",
     "plan_release",
     "release",
+    "release_noise",
 ]
+
+# The fine grid h = g / 2^k of the per-row floors: k is at most _FINE_BITS (the floors
+# then cost at most n g 2^-30 in total) and small enough that every per-row integer
+# has magnitude below 2^_ROW_BITS, so that chunks of 2^(62 - _ROW_BITS) rows sum
+# exactly in int64 (their sums are added as Python integers).
+_FINE_BITS = 30
+_ROW_BITS = 40
+_CHUNK = 2 ** (62 - _ROW_BITS)
 
 
 def _log_merge(log_e, bet):
@@ -34,25 +71,149 @@ def _log_merge(log_e, bet):
     return np.log1p(bet * np.expm1(log_e))
 
 
+def _term_range(stat, bet):
+    """The computed extremes (t_lo, t_hi) of the per-row term log(1 − λ + λE)."""
+    t = _log_merge(np.array([stat.log_lo, stat.log_hi]), bet)
+    return float(t[0]), float(t[1])
+
+
 def merged_sensitivity(stat, bet):
     """R_λ: the largest change of Λ_n when one row is replaced."""
-    hi = _log_merge(np.array([stat.log_hi]), bet)[0]
-    lo = _log_merge(np.array([stat.log_lo]), bet)[0]
+    lo, hi = _term_range(stat, bet)
     return float(hi - lo)
 
 
+def _grid_resolution(epsilon):
+    """g / R_λ, a power of two: 2^-10 for ε >= 1, coarser for small ε.
+
+    The grid costs a factor about (1 + g/R_λ) on the sensitivity, the rate's
+    quantisation (to multiples of 2^-20) a relative ≈ 2^-20 Δ_int / ε; both are
+    about 2^-10 at ε = 1, and Δ_int ≈ 2^10 √ε balances them below.
+    """
+    bits = min(10, max(0, math.floor(10 + 0.5 * math.log2(epsilon))))
+    return 2.0 ** -bits
+
+
+@dataclass(frozen=True)
+class GridNoise:
+    """Public parameters of one float-safe merged release (none depends on the data).
+
+    Attributes
+    ----------
+    grid : float
+        g, a power of two: the release is g·J − c for an integer J.
+    fine_bits : int
+        k: per-row terms are floored to h = g / 2^k.
+    lo, hi : float
+        Computed extremes of the per-row term; rows are clipped to [lo, hi].
+    steps : int
+        Δ_int, the replace-one sensitivity of the batch integer M.
+    rate : float
+        r <= ε / Δ_int, quantised: K ~ discrete Laplace, P(K = k) ∝ e^{−r|k|}.
+    """
+
+    grid: float
+    fine_bits: int
+    lo: float
+    hi: float
+    steps: int
+    rate: float
+
+    @property
+    def fine(self):
+        """h = g / 2^k, the grid of the per-row floors."""
+        return math.ldexp(self.grid, -self.fine_bits)
+
+    @property
+    def scale(self):
+        """g / r: the noise g·K in log-e units has variance ≈ 2 (g/r)² (the Laplace
+        scale it replaces)."""
+        return self.grid / self.rate
+
+    @property
+    def log_mgf(self):
+        """c = log E[e^{gK}], +inf when g >= r (no finite compensator)."""
+        if not self.grid < self.rate:
+            return math.inf
+        return float(discrete_laplace_log_mgf(self.rate, self.grid))
+
+    def value(self, j):
+        """The released float of the integer j: g·j − c (exact product, one rounding)."""
+        return float(j) * self.grid - self.log_mgf  # g a power of two: the product is exact
+
+    def integer(self, value):
+        """The integer j with ``value(j) == value`` (ValueError if there is none)."""
+        j = round((value + self.log_mgf) / self.grid)
+        if self.value(j) != value:
+            raise ValueError(f"value {value!r} is not g·j − c for any integer j.")
+        return j
+
+
+def release_noise(stat, bet, epsilon):
+    """The :class:`GridNoise` of the merged release, or ``None`` for a constant
+    statistic (R_λ = 0: Λ_n does not depend on the data and is released as is)."""
+    lo, hi = _term_range(stat, bet)
+    if not hi > lo:
+        return None
+    grid = float(power_of_two_grid(hi - lo, _grid_resolution(epsilon)))
+    big = max(abs(lo), abs(hi))
+    # k with big / h < 2^_ROW_BITS (h = g 2^-k), at most _FINE_BITS
+    k = min(_FINE_BITS, _ROW_BITS - 1 - math.frexp(big / grid)[1])
+    if k < 0:
+        raise ValueError(
+            f"the merged statistic's range {hi - lo:.3g} is too small relative to its "
+            f"magnitude {big:.3g} for an exact integer release."
+        )
+    fine = math.ldexp(grid, -k)
+    ends = floor_to_grid(np.array([lo, hi]), fine)
+    span = int(ends[1]) - int(ends[0])  # Δ_h: a row's integer moves at most this much
+    steps = -(-span // 2**k)  # ceil(Δ_h / 2^k)
+    if not epsilon / steps >= 2.0**-RATE_BITS:
+        raise ValueError(
+            f"epsilon={epsilon} is too small for the exact sampler: the noise rate "
+            f"ε / Δ_int = {epsilon / steps:.3g} is below 2**-{RATE_BITS}."
+        )
+    rate = float(quantise_rate(epsilon / steps))
+    return GridNoise(grid, k, lo, hi, steps, rate)
+
+
 def noise_scale(stat, bet, epsilon):
-    """Laplace scale b = R_λ / ε (< 1 because R_λ < ε)."""
-    return merged_sensitivity(stat, bet) / epsilon
+    """Scale g/r of the released noise g·K in log-e units (0: constant statistic).
+
+    It is at least R_λ/ε (the continuous Laplace scale) and at most about
+    R_λ/ε·(1 + 2^-9) for ε >= 1 (the grid and the rate's quantisation).
+    """
+    noise = release_noise(stat, bet, epsilon)
+    return 0.0 if noise is None else noise.scale
+
+
+def merged_integer(terms, noise):
+    """M = floor(Σ_i floor(t_i / h) / 2^k), exactly (the rows' only trace in the
+    release). ``terms`` are the per-row log(1 − λ + λE); they are clipped to the
+    computed extremes first, so each row's integer lies in [floor(lo/h), floor(hi/h)]."""
+    t = np.clip(np.asarray(terms, dtype=float), noise.lo, noise.hi)
+    a = floor_to_grid(t, noise.fine).astype(np.int64)
+    total = sum(int(np.sum(a[i:i + _CHUNK])) for i in range(0, a.size, _CHUNK))
+    return total >> noise.fine_bits  # floor division by 2^k
 
 
 def expected_log_release(laws, stat, bet, n, epsilon):
-    """E_Q[Λ̃] = n E_Q[log(1 − λ + λ E)] + log(1 − b²) (E[Z] = 0)."""
-    b = noise_scale(stat, bet, epsilon)
-    if b >= 1:
-        return -math.inf
+    """E_Q of the released log e-value (E[K] = 0):
+
+    n E_Q[log(1 − λ + λ E)] − n h/2 − g/2 − c.
+
+    The floors lose h·frac(t_i/h) per row and g·frac(S h/g) on the batch; the planner
+    counts each at its mean under a uniform fractional part (h/2, g/2), which is exact
+    to within ± (n h + g)/2 <= g (≈ 2^-10 R_λ; doc/evalues.md, 'Float-safe release').
+    """
+    noise = release_noise(stat, bet, epsilon)
     per_row = laws.expect(lambda L: _log_merge(stat.log_e(L), bet), "Q")
-    return n * per_row - laplace_log_mgf(b)
+    if noise is None:
+        return n * per_row
+    c = noise.log_mgf
+    if not math.isfinite(c):
+        return -math.inf
+    return n * per_row - 0.5 * (n * noise.fine + noise.grid) - c
 
 
 def choose_bet(laws, stat, n, epsilon):
@@ -79,8 +240,9 @@ def choose_clip(laws, n, epsilon, stat_at):
     """The clip range r < ε maximising the expected release of E*_r without merging.
 
     ``stat_at(r)`` is the optimal statistic clipped at log-range r. Without a bet
-    (λ = 1) the release is Σ log E*_r + Laplace(r'/ε) + log(1 − (r'/ε)²), r' <= r the
-    actual range, with expectation n E_Q[log E*_r] + log(1 − (r'/ε)²). Merging with
+    (λ = 1) the release is the float-safe release of Σ log E*_r, r' <= r the actual
+    range, with expectation n E_Q[log E*_r] − c (c ≈ −log(1 − (r'/ε)²), the discrete
+    compensator at the slightly larger scale g/rate, and the floors' g/2). Merging with
     λ < 1 never beats this family: log(1 − λ + λE*) is a per-row log e-value of some
     range R' and E*_{R'} has the largest E_Q[log E] among those. Both terms are
     concave in r (R_r is an infimum of functions affine in r); a grid plus a bounded
@@ -120,9 +282,16 @@ def plan_release(laws, stat, n, epsilon, stat_at=None):
 
 
 def release(log_e_rows, stat, bet, epsilon, rng):
-    """The private log e-value Λ̃ of one batch, and its noise scale (public)."""
-    lam = float(np.sum(_log_merge(log_e_rows, bet)))
-    b = noise_scale(stat, bet, epsilon)
-    if b == 0.0:  # the statistic is constant: nothing about the data is released
-        return lam, 0.0
-    return lam + float(laplace(rng, b)) - laplace_log_mgf(b), b
+    """The private log e-value of one batch and its noise scale (public).
+
+    Returns (g·(M + K) − c, g/r) with M = :func:`merged_integer` of the rows and K the
+    exact discrete Laplace draw: ε-DP under replacing one row, and every output is the
+    same public function of an integer for every dataset. A constant statistic
+    (R_λ = 0) is released as Λ_n without noise (nothing about the data is released).
+    """
+    terms = _log_merge(log_e_rows, bet)
+    noise = release_noise(stat, bet, epsilon)
+    if noise is None:
+        return float(np.sum(terms)), 0.0
+    j = merged_integer(terms, noise) + int(discrete_laplace(rng, noise.rate))
+    return noise.value(j), noise.scale
