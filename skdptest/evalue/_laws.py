@@ -98,7 +98,10 @@ def _dim(dist):
 def _gaussian_params(dist):
     if isinstance(dist, _MVN_FROZEN):
         return np.atleast_1d(dist.mean).astype(float), np.atleast_2d(dist.cov).astype(float)
-    if getattr(dist.dist, "name", "") == "norm":
+    # only scipy's own, untouched normal: a subclass or a patched instance named
+    # "norm" need not have a normal density
+    fam = _family(dist)
+    if fam is not None and fam[0] == "norm":
         return np.array([float(dist.mean())]), np.array([[float(dist.var())]])
     return None
 
@@ -363,6 +366,8 @@ class _GaussianLaws(_Laws):
     def clip_mean_q(self, lo, hi):
         """E_Q[clip(L, lo, hi)] in closed form (truncated normal moments)."""
         m, s = self._mean("Q"), self.s
+        if s == 0:  # P = Q: L = 0
+            return float(np.clip(0.0, lo, hi))
         a, b = (lo - m) / s, (hi - m) / s
         Pa, Pb = special.ndtr(a), special.ndtr(b)
         pdf = stats.norm.pdf
@@ -398,11 +403,9 @@ class _UnivariateLaws(_Laws):
         self._g = self._lr(self.grid)
         lo_s, hi_s = np.nextafter(ends, -np.inf), np.nextafter(ends, np.inf)
 
-        def uncovered(d):
-            tails = float(d.cdf(self.grid[0])) + float(d.sf(self.grid[-1]))
-            return tails + math.fsum(np.clip(d.cdf(hi_s) - d.cdf(lo_s), 0.0, None))
-
-        self._unc = {"P": uncovered(null), "Q": uncovered(alternative)}
+        # P mass of the uncovered set: the tails beyond the grid and the slivers
+        self._unc_p = float(null.cdf(self.grid[0])) + float(null.sf(self.grid[-1])) + \
+            math.fsum(np.clip(null.cdf(hi_s) - null.cdf(lo_s), 0.0, None))
 
     def _lr(self, x):
         lp, lq = self.null.logpdf(x), self.alternative.logpdf(x)
@@ -419,61 +422,90 @@ class _UnivariateLaws(_Laws):
             self._outside(int(bad.sum()))
         return self.alternative.logpdf(x) - lp
 
-    def _crossing(self, a, b, pred):
-        """Boundary in [a, b] between pred(a) and not pred(a), by bisection."""
-        fa = pred(np.array([a]))[0]
-        for _ in range(200):
+    def _crossings(self, a, b, pred):
+        """Brackets (lo, hi) of adjacent floats with pred(lo) = pred(a) != pred(hi),
+        by bisection of all cells [a_i, b_i] at once; the switch lies in [lo, hi]."""
+        a, b = a.copy(), b.copy()
+        fa = pred(self._lr(a))
+        for _ in range(2100):  # enough halvings to reach adjacent floats from any range
             m = 0.5 * (a + b)
-            if m in (a, b):
+            todo = (m != a) & (m != b)
+            if not todo.any():
                 break
-            if pred(np.array([m]))[0] == fa:
-                a = m
-            else:
-                b = m
-        return 0.5 * (a + b)
+            same = pred(self._lr(m[todo])) == fa[todo]
+            a[np.flatnonzero(todo)[same]] = m[todo][same]
+            b[np.flatnonzero(todo)[~same]] = m[todo][~same]
+        return list(zip(a.tolist(), b.tolist(), strict=True))
 
-    def _mass(self, dist, pred):
-        """Mass under ``dist`` of {x : pred(L(x))} as a sum of cdf differences.
+    def _set(self, pred):
+        """{x : pred(L(x))} as sorted disjoint intervals, and the crossing brackets.
 
-        ``pred`` must be one-sided (L < t or L > t): on a cell where L is monotone
-        it then switches at most once, and the switch shows at the cell's ends.
+        ``pred`` must be one-sided (L < t or L > t): on a cell where L is monotone it
+        then switches at most once, and the switch shows at the cell's ends. The
+        interval ends are cut inside the brackets (adjacent floats).
         """
         x = self.grid
         inside = pred(self._g)
-        cuts = [x[0]]
-        for i in np.flatnonzero(inside[1:] != inside[:-1]):
-            cuts.append(self._crossing(x[i], x[i + 1], lambda t: pred(self._lr(t))))
-        cuts.append(x[-1])
+        i = np.flatnonzero(inside[1:] != inside[:-1])
+        brackets = self._crossings(x[i], x[i + 1], pred)
+        edges = [-math.inf, *(0.5 * (a + b) for a, b in brackets), math.inf]
         # the pieces alternate between inside and outside, starting with inside[0]
-        state, total = bool(inside[0]), 0.0
-        edges = [-math.inf, *cuts[1:-1], math.inf]
-        for a, b in zip(edges[:-1], edges[1:], strict=True):
-            if state:
-                total += float(dist.cdf(b) - dist.cdf(a)) if b <= dist.median() else float(
-                    dist.sf(a) - dist.sf(b)
-                )
-            state = not state
+        start = 0 if inside[0] else 1
+        pieces = list(zip(edges[start:-1:2], edges[start + 1::2], strict=True))
+        return pieces, brackets
+
+    @staticmethod
+    def _measure(dist, pieces):
+        total, med = 0.0, float(dist.median())
+        for a, b in pieces:
+            # cdf differences left of the median, sf differences right of it: both
+            # keep full relative precision in the far tails
+            total += float(dist.cdf(b) - dist.cdf(a)) if b <= med else float(
+                dist.sf(a) - dist.sf(b))
         return total
 
-    def tails(self, lo, hi):
+    def _tails(self, lo, hi):
         def nan_false(f):
             return lambda g: np.where(np.isnan(g), False, f(g))
 
-        below, above = nan_false(lambda g: g < lo), nan_false(lambda g: g > hi)
-        # Q(lo <= L <= hi) as a complement: a band {lo <= L <= hi} can fit inside one
-        # monotone cell without showing at its ends; one-sided sets cannot.
-        q_band = 1.0 - self._mass(self.alternative, below) - self._mass(self.alternative, above)
-        return (self._mass(self.null, below), max(q_band, 0.0), self._mass(self.null, above))
+        below, br_b = self._set(nan_false(lambda g: g < lo))
+        above, br_a = self._set(nan_false(lambda g: g > hi))
+        # The band {lo <= L <= hi} is the complement of the two one-sided sets: a band
+        # can fit inside one monotone cell without showing at its ends, one-sided sets
+        # cannot. As the measure of a set, its computed Q mass is never negative.
+        cover, band, last = sorted(below + above), [], -math.inf
+        for a, b in cover:
+            if a > last:
+                band.append((last, a))
+            last = max(last, b)
+        if last < math.inf:
+            band.append((last, math.inf))
+        masses = (self._measure(self.null, below), self._measure(self.alternative, band),
+                  self._measure(self.null, above))
+        return masses, br_b + br_a
+
+    def tails(self, lo, hi):
+        return self._tails(lo, hi)[0]
 
     def slack(self, lo, hi, total):
         """Upper bound on E_P[clip(e^L, e^lo, e^hi)] minus ``total``, its value from
         :meth:`tails`.
 
-        On the uncovered set U the true contribution is <= e^hi P(U) and the computed
-        one >= -Q(U); elsewhere the computation is exact up to the rounding of the
-        cdfs, covered by a relative 1e-12 of the total.
+        Each term of the computed value is the measure of a set, hence >= 0 on any
+        part of the line. On the uncovered set U (tails beyond the grid, slivers at
+        the support ends) the true contribution is <= e^hi P(U); on each crossing
+        bracket B (adjacent floats) it is <= e^hi P(B) and the computed one counts
+        at most Q(B) too much; elsewhere the sets are exact, up to the rounding of
+        the cdfs, covered by a relative 1e-12 of the total.
         """
-        return math.exp(hi) * self._unc["P"] + self._unc["Q"] + 1e-12 * total
+        c2 = math.exp(hi)
+        brackets = self._tails(lo, hi)[1]
+        br = math.fsum(
+            c2 * float(self.null.cdf(b) - self.null.cdf(a))
+            + float(self.alternative.cdf(b) - self.alternative.cdf(a))
+            for a, b in brackets
+        )
+        return c2 * self._unc_p + br + 1e-12 * total
 
     def expect(self, h, under, breaks=()):
         if not hasattr(self, "_nodes"):

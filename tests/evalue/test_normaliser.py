@@ -13,7 +13,7 @@ import pytest
 from scipy import integrate, optimize, stats
 
 from skdptest import PrivateEValueTest, optimal_rate
-from skdptest.evalue._laws import make_laws
+from skdptest.evalue._laws import _certify, make_laws
 from skdptest.evalue._optimal import optimal_statistic, tslr_statistic
 
 # ---------------------------------------------------------------- the reproduction
@@ -116,3 +116,189 @@ def test_oscillating_density_false_rejections_with_tslr():
         rejections += bool(est.decision())
     # P(Binom(200, 0.05) > 20) < 1e-3: an invalid test (the old 100 %) fails this
     assert rejections <= stats.binom.ppf(1 - 1e-3, runs, alpha)
+
+
+# ---------------------------------------------------------------- certified families
+CERTIFIED = [
+    ("norm unequal variance", stats.norm(0, 1), stats.norm(0.5, 1.6)),
+    ("norm narrower alternative", stats.norm(0, 1), stats.norm(0.2, 0.5)),
+    ("t location", stats.t(3), stats.t(3, loc=1.0)),
+    ("t general", stats.t(4), stats.t(2, loc=0.5, scale=2.0)),
+    ("cauchy", stats.cauchy(), stats.cauchy(1.0, 0.7)),
+    ("norm vs t", stats.norm(), stats.t(5, loc=0.3)),
+    ("laplace", stats.laplace(), stats.laplace(1.0, 2.0)),
+    ("norm vs laplace", stats.norm(), stats.laplace(0.5)),
+    ("expon scale", stats.expon(), stats.expon(scale=2.0)),
+    ("expon shifted support", stats.expon(), stats.expon(loc=0.5)),
+    ("gamma", stats.gamma(2.0), stats.gamma(3.0, scale=0.7)),
+    ("gamma vs expon", stats.gamma(0.5), stats.expon()),
+    ("chi2", stats.chi2(3), stats.chi2(5)),
+    ("beta", stats.beta(2, 3), stats.beta(3, 2)),
+    ("uniform vs beta", stats.uniform(), stats.beta(0.5, 0.5)),
+    ("uniform nested", stats.uniform(0, 2), stats.uniform(0, 1)),
+    ("truncnorm", stats.truncnorm(-1, 2), stats.truncnorm(-1.5, 1.5, loc=0.3)),
+    ("logistic location", stats.logistic(), stats.logistic(2.0)),
+    ("gumbel location", stats.gumbel_r(0, 2), stats.gumbel_r(1.0, 2)),
+]
+# Every family at ε = 1 in the default suite; the other ε (and the slower t-family
+# solves) behind the slow marker. Each case costs one univariate solve (~0.5-1 s).
+FAST = {"norm unequal variance", "laplace", "expon shifted support", "gamma vs expon",
+        "beta", "uniform vs beta", "uniform nested", "logistic location"}
+GRID = [
+    pytest.param(name, null, alt, eps, id=f"{name}-{eps}",
+                 marks=() if (eps == 1.0 and name in FAST) else pytest.mark.slow)
+    for eps in (0.3, 1.0, 3.0)
+    for name, null, alt in CERTIFIED
+]
+
+
+def _band_levels(log_e):
+    """The L-levels where log_e(L) = clip(L - shift, log c1, log c2) has its kinks,
+    read off the function itself (log_e - L is constant inside the band)."""
+    L = np.linspace(-60, 60, 240_001)
+    v = log_e(L)
+    inside = (v > v.min()) & (v < v.max())
+    if not inside.any():
+        return []
+    shift = float(np.median((L - v)[inside]))
+    return [float(v.min()) + shift, float(v.max()) + shift]
+
+
+def _independent_mass(null, alt, log_e):
+    """E_P[E] for E = exp(log_e(log q/p)) by adaptive quadrature in quantile space,
+    E_P[E] = ∫_0^1 E(F^{-1}(u)) du (bounded integrand, no tails), split at the kinks
+    (crossings of L with the clip levels found on a fine grid and polished by brentq).
+    Returns (value, QUADPACK error estimate)."""
+
+    def L(x):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return alt.logpdf(x) - null.logpdf(x)
+
+    def h(u):
+        return float(np.exp(log_e(np.array([L(null.ppf(u))])))[0])
+
+    u = np.linspace(0, 1, 100_001)[1:-1]
+    g = L(null.ppf(u))
+    points = []
+    for t in _band_levels(log_e):
+        s = np.sign(g - t)
+        for i in np.flatnonzero(s[1:] != s[:-1]):
+            points.append(optimize.brentq(lambda v, t=t: L(null.ppf(v)) - t, u[i], u[i + 1],
+                                          xtol=1e-15))
+    value, err = integrate.quad(h, 0.0, 1.0, points=sorted(points) or None, limit=1000,
+                                epsabs=1e-13, epsrel=1e-13)
+    return value, err
+
+
+@pytest.mark.parametrize("name, null, alt, eps", GRID)
+def test_certified_family_normaliser_by_independent_quadrature(name, null, alt, eps):
+    laws = make_laws(null, alt)
+    assert laws.exact, name
+    stat, r = optimal_statistic(laws, eps)
+    mass, err = _independent_mass(null, alt, stat.log_e)
+    # validity: E_P[E*] <= 1 up to the quadrature's own error estimate
+    assert mass <= 1.0 + err + 1e-14, (name, eps, mass - 1.0, err)
+    # and the normaliser is not wastefully conservative
+    assert mass >= 1.0 - 1e-9, (name, eps, mass - 1.0)
+    assert math.log(r.c2 / r.c1) <= eps + 1e-12
+    # the rate is a rate: 0 <= R_ε <= KL
+    assert 0.0 <= r.rate <= r.kl + 1e-7
+
+
+def test_independent_quadrature_detects_a_normaliser_off_by_1e_8():
+    # The check above has teeth: inflating E* by 1e-8 breaks it.
+    null, alt = stats.t(3), stats.t(3, loc=1.0)
+    stat, _ = optimal_statistic(make_laws(null, alt), 1.0)
+    mass, err = _independent_mass(null, alt, lambda L: stat.log_e(L) + math.log1p(1e-8))
+    assert err < 1e-10
+    assert mass > 1.0 + err + 1e-14
+
+
+@pytest.mark.parametrize("name, null, alt", CERTIFIED, ids=[c[0] for c in CERTIFIED])
+def test_certificate_log_ratio_is_monotone_between_breaks(name, null, alt):
+    """The certificate itself, checked on a fine grid: between consecutive break points
+    (support ends, kinks, turning points) L = log q/p never changes direction."""
+    breaks, why = _certify(null, alt)
+    assert why is None and breaks is not None
+    lo = min(null.ppf(1e-9), alt.ppf(1e-9))
+    hi = max(null.isf(1e-9), alt.isf(1e-9))
+    edges = np.unique(np.concatenate([[lo, hi], breaks[(breaks > lo) & (breaks < hi)]]))
+    for a, b in zip(edges[:-1], edges[1:], strict=True):
+        x = np.linspace(a, b, 20_001)[1:-1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            L = alt.logpdf(x) - null.logpdf(x)
+        d = np.diff(L[np.isfinite(L)])
+        tol = 1e-12 * (1.0 + np.abs(L[np.isfinite(L)]).max(initial=0.0))
+        assert not ((d > tol).any() and (d < -tol).any()), (name, a, b)
+
+
+def test_certificate_finds_the_turning_points_in_closed_form():
+    # N(0,1) vs N(0,1/2): L = log 2 - 3x^2/2, a single turning point at 0
+    breaks, _ = _certify(stats.norm(), stats.norm(0, 0.5))
+    assert np.unique(breaks).tolist() == [0.0]
+    # t_3 vs t_3 shifted by d = 1: turning points solve z(z - d) = nu, z = (d ± sqrt(d²+4nu))/2
+    breaks, _ = _certify(stats.t(3), stats.t(3, loc=1.0))
+    np.testing.assert_allclose(np.unique(breaks),
+                               [(1 - math.sqrt(13)) / 2, (1 + math.sqrt(13)) / 2], rtol=1e-14)
+    # gamma(2) vs gamma(3, scale 0.7): L' = 1/x - (1/0.7 - 1) vanishes at x = 0.7/0.3
+    breaks, _ = _certify(stats.gamma(2.0), stats.gamma(3.0, scale=0.7))
+    np.testing.assert_allclose(np.unique(breaks), [0.0, 0.7 / 0.3], rtol=1e-14)
+
+
+class _PatchedNorm(type(stats.norm)):
+    """A subclass of scipy's normal whose density is not the normal's."""
+
+    def _pdf(self, x):
+        return 0.5 * stats.norm._pdf(x) + 0.5 * stats.norm._pdf(x - 3.0)
+
+
+def _monkeypatched_norm():
+    law = stats.norm()
+    law.dist._pdf = lambda x: stats.norm._pdf(x)  # an instance-level replacement
+    return law
+
+
+REFUSED = [
+    ("custom law", stats.uniform(), _oscillating()),
+    ("subclass of norm", stats.norm(), _PatchedNorm(name="norm")()),
+    ("instance-patched norm", stats.norm(), _monkeypatched_norm()),
+    ("lognorm", stats.lognorm(0.5), stats.lognorm(0.7)),
+    ("logistic different scales", stats.logistic(), stats.logistic(0, 2.0)),
+    ("logistic vs norm", stats.logistic(), stats.norm()),
+    ("gumbel vs gumbel_l", stats.gumbel_r(), stats.gumbel_l()),
+]
+
+
+@pytest.mark.parametrize("name, null, alt", REFUSED, ids=[c[0] for c in REFUSED])
+def test_uncertified_laws_are_refused_with_a_clear_message(name, null, alt):
+    with pytest.raises(ValueError, match=r"cannot certify E_P\[E\*\] <= 1 for null=.* and "
+                                         r"alternative=.*statistic='tslr'"):
+        optimal_rate(null, alt, 1.0)
+
+
+def test_refused_laws_still_serve_tslr():
+    laws = make_laws(stats.lognorm(0.5), stats.lognorm(0.7))
+    stat = tslr_statistic(laws, 1.0)
+    assert stat.log_hi - stat.log_lo <= 1.0 + 1e-12
+    # E_P[tsLR] <= 1 by quadrature (tsLR needs no normaliser)
+    null, alt = stats.lognorm(0.5), stats.lognorm(0.7)
+    mass, err = _independent_mass(null, alt, stat.log_e)
+    assert mass <= 1.0 + err + 1e-14
+
+
+# ---------------------------------------------------------------- negative rates
+def test_negative_rate_symptom_is_refused(monkeypatch):
+    # A model whose expectations disagree with its tail probabilities (what a missed
+    # crossing produces) yields a negative "optimal rate": refused, not returned.
+    laws = make_laws(stats.norm(0, 1), stats.norm(0.5, 1.6))
+    monkeypatch.setattr(laws, "expect", lambda h, under, breaks=(): -0.05)
+    with pytest.raises(ValueError, match="negative"):
+        optimal_statistic(laws, 1.0)
+
+
+@pytest.mark.parametrize("eps", [0.05, 0.3, 1.0, 2.0, 5.0])
+def test_rates_are_never_negative(eps):
+    for null, alt in [(stats.uniform(), stats.beta(0.5, 0.5)), (stats.norm(), stats.norm()),
+                      (stats.expon(), stats.expon(loc=0.5))]:
+        r = optimal_rate(null, alt, eps)
+        assert 0.0 <= r.rate <= r.kl + 1e-7
