@@ -169,7 +169,11 @@ def optimal_rate(null, alternative, epsilon):
     Parameters
     ----------
     null : frozen scipy.stats distribution
-        The null P (finite discrete, univariate continuous, or multivariate normal).
+        The null P: finite discrete, multivariate normal (equal covariances), or a
+        univariate continuous law of a certified family (scipy's ``norm``, ``t``,
+        ``cauchy``, ``laplace``, ``expon``, ``gamma``, ``chi2``, ``beta``,
+        ``uniform``, ``truncnorm``; equal-scale location pairs of ``logistic``,
+        ``gumbel_r``, ``gumbel_l``), for which E_P[E*] <= 1 is certified.
     alternative : frozen scipy.stats distribution
         The alternative Q, of the same kind.
     epsilon : float
@@ -184,7 +188,11 @@ def optimal_rate(null, alternative, epsilon):
     ------
     ValueError
         For laws without an exact normaliser (e.g. multivariate normals with
-        different covariances, infinite discrete supports).
+        different covariances, infinite discrete supports, univariate laws outside
+        the certified families, whose likelihood-ratio crossings a grid could
+        miss), naming ``null`` and ``alternative`` and pointing to
+        ``statistic="tslr"``; and if the computed rate is negative (beyond
+        quadrature error), the symptom of a normaliser inconsistent with the laws.
 
     References
     ----------
