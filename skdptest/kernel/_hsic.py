@@ -24,7 +24,7 @@ from ._kernels import (
     uses_private_median,
 )
 from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory
-from ._results import make_permutation_result
+from ._results import make_permutation_result, plan_noise
 
 __all__ = [
     "DPHSICTest",
@@ -747,24 +747,28 @@ class DPHSICTest(BasePrivateTest):
                      + ("" if cyclic else f" and n_permutations = {B}"), hint)
         median = (uses_private_median(params["kernel"], params["kernel_params"]),
                   uses_private_median(params["y_kernel"], params["y_kernel_params"]))
+        noise_epsilon = params["epsilon"]
+        for used in median:  # the same subtraction as before (same float)
+            if used:
+                noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
+        abs_error = hsic_abs_error(n, kx.kappa, ky.kappa, kx.diameter, ky.diameter,
+                                   cyclic=cyclic, squared=squared)
         return _HSICPlan(
             kernels=(kx, ky), median=median, squared=squared, sensitivity=sensitivity,
-            abs_error=hsic_abs_error(n, kx.kappa, ky.kappa, kx.diameter, ky.diameter,
-                                     cyclic=cyclic, squared=squared),
+            abs_error=abs_error, noise_epsilon=noise_epsilon,
+            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
             memory_bytes=memory,
         )
 
     def _release(self, prep, rng):
         params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
         kernels = list(plan.kernels)
-        noise_epsilon = params["epsilon"]
         gammas = [None, None]
         specs = [(params["kernel"], X), (params["y_kernel"], y)]
         for k, (kernel, data) in enumerate(specs):
             if plan.median[k]:
                 # one marginal at a time: invariant under re-pairing
                 eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-                noise_epsilon -= eps_bw
                 gammas[k] = float(private_median_gamma(data, kernel, eps_bw, rng))
                 kernels[k] = kernels[k].with_gamma(gammas[k])
         kx, ky = kernels
@@ -777,7 +781,7 @@ class DPHSICTest(BasePrivateTest):
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=noise_epsilon,
+            noise_epsilon=plan.noise_epsilon,
             method="dpHSIC cyclic" if params["cyclic"] else "dpHSIC",
             statistic="squared" if plan.squared else "sqrt", bounds=bounds, refine=refine,
             gamma=gammas[0], y_gamma=gammas[1],
@@ -805,4 +809,6 @@ class _HSICPlan:
     squared: bool
     sensitivity: float
     abs_error: float
+    noise_epsilon: float
+    noise: object
     memory_bytes: int

@@ -32,7 +32,7 @@ from ._kernels import (
     resolve_kernel,
     uses_private_median,
 )
-from ._results import make_permutation_result
+from ._results import make_permutation_result, plan_noise
 
 __all__ = [
     "DPMMDTest",
@@ -140,7 +140,7 @@ def mmd_abs_error(group_sizes, kappa, diameter, *, squared=False):
     ``sum_jl c_jl K_jl`` whose absolute terms sum to at most ``S = 4 kappa``
     (two groups: ``(sum |v|)^2 kappa``) or ``2 kappa`` (k-sample: the group
     terms and the grand-mean term, ``kappa`` each). Each product passes through
-    at most ``k = 2N + G + n_blocks^2 + 64`` roundings (the product, a block
+    at most ``k = 2N + G + max(N, n_blocks^2) + 64`` roundings (the product, a block
     matrix-vector sum over at most N terms, the sum over at most N block rows,
     the sum over the block pairs and the G columns), in any summation
     order, so the computed quadratic form is within ``gamma_k S`` of the exact
@@ -154,7 +154,7 @@ def mmd_abs_error(group_sizes, kappa, diameter, *, squared=False):
     n, n_groups = int(sizes.sum()), int(sizes.size)
     s = 4.0 * kappa if n_groups == 2 else 2.0 * kappa
     n_blocks = len(_block_edges(n)) - 1
-    err_q = 2.0 * (_gamma(2 * n + n_groups + n_blocks**2 + 64) + 8 * _U64) * s
+    err_q = 2.0 * (_gamma(2 * n + n_groups + max(n, n_blocks**2) + 64) + 8 * _U64) * s
     if squared:
         return err_q
     return math.sqrt(err_q) + 2 * _U64 * diameter
@@ -503,6 +503,8 @@ class _MMDPlan:
     squared: bool
     sensitivity: float
     abs_error: float
+    noise_epsilon: float
+    noise: Any
     memory_bytes: int
     method: str
 
@@ -780,21 +782,25 @@ class DPMMDTest(BasePrivateTest):
         check_memory(memory, params["max_memory"],
                      f"DPMMDTest with N = {n} rows, {n_groups} groups and "
                      f"n_permutations = {params['n_permutations']}")
+        median = uses_private_median(params["kernel"], params["kernel_params"])
+        noise_epsilon = params["epsilon"]
+        if median:  # the bandwidth's share (an exponential mechanism) comes first
+            noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
+        abs_error = mmd_abs_error(sizes, kernel.kappa, kernel.diameter, squared=squared)
         return _MMDPlan(
-            classes=classes, codes=codes, sizes=sizes, kernel=kernel,
-            median=uses_private_median(params["kernel"], params["kernel_params"]),
-            squared=squared, sensitivity=sensitivity,
-            abs_error=mmd_abs_error(sizes, kernel.kappa, kernel.diameter, squared=squared),
+            classes=classes, codes=codes, sizes=sizes, kernel=kernel, median=median,
+            squared=squared, sensitivity=sensitivity, abs_error=abs_error,
+            noise_epsilon=noise_epsilon,
+            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
             memory_bytes=memory, method="dpMMD" if n_groups == 2 else "dpMMD k-sample",
         )
 
     def _release(self, prep, rng):
         params, plan, X = prep.params, prep.plan, prep.X
-        kernel, noise_epsilon, gamma = plan.kernel, params["epsilon"], None
+        kernel, gamma = plan.kernel, None
         if plan.median:
             # labels are not used: the bandwidth is invariant under relabelling
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-            noise_epsilon -= eps_bw
             gamma = private_median_gamma(X, params["kernel"], eps_bw, rng)
             kernel = kernel.with_gamma(gamma)
         stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,
@@ -802,7 +808,7 @@ class DPMMDTest(BasePrivateTest):
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=noise_epsilon, method=plan.method,
+            noise_epsilon=plan.noise_epsilon, method=plan.method,
             statistic="squared" if plan.squared else "sqrt",
             gamma=None if gamma is None else float(gamma),
         )

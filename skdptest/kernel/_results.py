@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._params import InvalidParameterError
+from .._permutation import DiscreteNoise, dp_permutation_pvalue, permutation_noise
 from .._results import PValueAliasMixin, TestResult
 
-__all__ = ["PermutationTestResult", "make_permutation_result"]
+__all__ = ["PermutationTestResult", "make_permutation_result", "plan_noise"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,13 +58,19 @@ class PermutationTestResult(PValueAliasMixin, TestResult):
         (public: a function of the group sizes or n and the kernel bounds),
         before the floating-point allowance ``abs_error`` is added.
     abs_error : float
-        Certified bound on the floating-point error of each computed
+        Certified bound η on the floating-point error of each computed
         statistic (public: a function of n, the sizes and the kernel bounds);
         the noise is calibrated to ``sensitivity + 2 * abs_error``.
+    noise : DiscreteNoise
+        The public description of the noise (from
+        :func:`skdptest._permutation.permutation_noise`): power-of-two grid g
+        on which the statistics are floored, integer sensitivity
+        ``ceil((Δ + 2η) / g)``, exact discrete Laplace rate, equivalent scale.
     noise_scale : float
-        Scale of the Laplace noise added to each statistic, in the units of
-        the statistic (public): ``2 (sensitivity + 2 abs_error) / ξ`` with
-        ``ξ`` the permutation share's ``ε + log(1 / (1 - δ))``.
+        ``noise.scale = grid / rate``: the equivalent Laplace scale of the
+        noise on each statistic, in the units of the statistic (about
+        ``2 (Δ + 2η) / ξ``, ``ξ`` the permutation share's
+        ``ε + log(1 / (1 - δ))``; never less).
     gamma : float or None
         The bandwidth of ``kernel`` chosen by the private median heuristic
         (``kernel_params={"gamma": "median"}``): an ε-DP release of its own
@@ -76,9 +84,28 @@ class PermutationTestResult(PValueAliasMixin, TestResult):
     statistic: str
     sensitivity: float
     abs_error: float
+    noise: DiscreteNoise
     noise_scale: float
     gamma: float | None = None
     y_gamma: float | None = None
+
+
+def plan_noise(sensitivity, abs_error, noise_epsilon, delta):
+    """The public noise of a permutation release, computed before the charge.
+
+    Raises
+    ------
+    InvalidParameterError
+        If the permutation share of ε is too small for the exact sampler (the
+        release would otherwise fail after the budget is charged).
+    """
+    try:
+        return permutation_noise(sensitivity, noise_epsilon, delta, abs_error=abs_error)
+    except ValueError as exc:
+        raise InvalidParameterError(
+            f"epsilon is too small for the exact discrete Laplace sampler of the "
+            f"permutation release ({exc})"
+        ) from exc
 
 
 def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delta, alpha,
@@ -88,29 +115,27 @@ def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delt
 
     ``epsilon`` is what the whole fit spent; ``noise_epsilon`` the part of it
     given to the permutation release. ``abs_error`` is a certified bound on the
-    floating-point error of each computed statistic: computed statistics on
-    neighbouring data differ by at most ``sensitivity + 2 abs_error``, and the
-    noise is calibrated to that. The noisy observed statistic is dropped: only
-    the p-value (and the decision, a function of it) leaves.
+    floating-point error of each computed statistic, passed to the core
+    :func:`~skdptest._permutation.dp_permutation_pvalue` (noise calibrated to
+    ``sensitivity + 2 abs_error``). Only the p-value and the public noise
+    description come back: the noisy observed statistic is never formed
+    outside the core and never released.
 
     Raises
     ------
     ValueError
-        If a statistic is NaN (a comparison with NaN would decide the rank
-        arbitrarily); raised after the charge, as the last guard behind the
-        checks of the plan.
+        If a statistic is not finite (a comparison with NaN would decide the
+        rank arbitrarily); raised after the charge, as the last guard behind
+        the checks of the plan.
     """
-    from ._permutation import dp_permutation_pvalue
-
     statistics = np.asarray(statistics, dtype=np.float64)
     if not np.all(np.isfinite(statistics)):
         raise ValueError(
             "the kernel statistics are not finite (a kernel returned NaN or inf values "
             "on this data); no p-value is released. Check the kernel's parameters."
         )
-    _, pvalue, scale = dp_permutation_pvalue(statistics, sensitivity + 2.0 * abs_error,
-                                             noise_epsilon, delta, rng, bounds=bounds,
-                                             refine=refine)
+    pvalue, noise = dp_permutation_pvalue(statistics, sensitivity, noise_epsilon, delta, rng,
+                                          bounds=bounds, refine=refine, abs_error=abs_error)
     return PermutationTestResult(
         pvalue=float(pvalue),
         reject=bool(pvalue <= alpha),
@@ -122,7 +147,8 @@ def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delt
         statistic=statistic,
         sensitivity=float(sensitivity),
         abs_error=float(abs_error),
-        noise_scale=float(scale),
+        noise=noise,
+        noise_scale=float(noise.scale),
         method=method,
         gamma=gamma,
         y_gamma=y_gamma,

@@ -10,7 +10,9 @@ from scipy import stats
 from sklearn.metrics.pairwise import rbf_kernel
 
 import skdptest.kernel._mmd as mmd_mod
-from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
+from skdptest import BudgetExceededError, DPMMDTest, PermutationTestResult, PrivacyBudget
+from skdptest._permutation import permutation_noise
+from skdptest._validation import check_generator
 from skdptest.kernel._kernels import resolve_kernel
 from skdptest.kernel._mmd import (
     draw_assignments,
@@ -55,10 +57,16 @@ def test_golden_value():
 
 
 def test_golden_value_through_the_estimator_at_huge_epsilon():
+    # At a huge epsilon the p-value is the non-private permutation p-value of
+    # the same relabellings (replayed from the seed's generator).
     Z, y = golden_data()
     res = DPMMDTest(epsilon=1e12, random_state=0, n_permutations=20).test(Z, y)
-    assert res.statistic == pytest.approx(GOLDEN_MMD_V, abs=1e-9)
+    k = resolve_kernel("rbf", None, None, Z)
+    s = mmd_permutation_statistics(Z, y, 20, check_generator(0), k)
+    assert s[0] == pytest.approx(GOLDEN_MMD_V, rel=1e-13)
+    assert res.pvalue == (1 + np.sum(s[1:] >= s[0])) / 21
     assert res.sensitivity == pytest.approx(math.sqrt(2) / 40)
+    assert res.statistic == "sqrt"
 
 
 @pytest.mark.parametrize("max_kernel_bytes", [None, 0])
@@ -217,18 +225,58 @@ def test_sensitivity_scales_with_the_kernel_bound():
         2 * mmd_sensitivity([10, 20], math.sqrt(2)))
 
 
+def laplace_difference_tail(t, b):
+    """P(N1 - N0 >= t) for independent Laplace(b) noises (t >= 0)."""
+    t = np.abs(t)
+    return 0.5 * (1 + t / (2 * b)) * np.exp(-t / b)
+
+
+def noise_audit(fit_pvalue, replay_stats, scale, seeds):
+    """z-scores of the count of p = 1 (B = 1) against the law at ``scale`` and ``scale/2``.
+
+    With one permutation, p = 1 exactly when T~_1 >= T~_0, i.e. when
+    N_1 - N_0 >= T_0 - T_1; the statistics of each seed are replayed from its
+    generator, so the expected count is a sum of known probabilities.
+    """
+    hits, probs = 0, []
+    for seed in seeds:
+        t = replay_stats(seed)
+        assert t[0] > t[1]  # the formula below is for t >= 0
+        hits += fit_pvalue(seed) == 1.0
+        probs.append(laplace_difference_tail(t[0] - t[1], scale))
+    probs = np.array(probs)
+    z = (hits - probs.sum()) / math.sqrt(np.sum(probs * (1 - probs)))
+    half = np.array([laplace_difference_tail(t, scale / 2) for t in
+                     [replay_stats(s)[0] - replay_stats(s)[1] for s in seeds]])
+    z_half = (hits - half.sum()) / math.sqrt(np.sum(half * (1 - half)))
+    return z, z_half
+
+
 def test_noise_scale_used_by_fit():
-    # T~_0 - T_0 over seeds must be Laplace(2 Delta / epsilon); halving fails.
+    # End to end: the p-values of B = 1 follow the noise law at the documented
+    # scale 2 (Delta + 2 eta) / epsilon; a halved noise is rejected (z > 6).
     Z, y = golden_data()
-    est = DPMMDTest(epsilon=2.0, n_permutations=3)
-    noise = []
-    for seed in range(600):
-        est.set_params(random_state=seed).fit(Z, y)
-        noise.append(est.result_.statistic - GOLDEN_MMD_V)
-    scale = 2 * (math.sqrt(2) / 40) / 2.0
-    assert est.result_.noise_scale == pytest.approx(scale)
-    assert stats.kstest(noise, stats.laplace(scale=scale).cdf).pvalue > 1e-3
-    assert stats.kstest(noise, stats.laplace(scale=scale / 2).cdf).pvalue < 1e-4
+    eps = 0.4
+    est = DPMMDTest(epsilon=eps, n_permutations=1)
+    k = resolve_kernel("rbf", None, None, Z)
+    res = est.set_params(random_state=0).fit(Z, y).result_
+    eta = mmd_mod.mmd_abs_error([40, 60], 1.0, math.sqrt(2))
+    laplace = 2 * (math.sqrt(2) / 40 + 2 * eta) / eps
+    assert res.abs_error == eta and 0 < eta < 1e-5
+    # the discrete noise is never smaller than the Laplace scale asked, and close to it
+    scale = res.noise_scale
+    assert res.noise == permutation_noise(math.sqrt(2) / 40, eps, 0.0, abs_error=eta)
+    assert laplace <= scale <= 1.005 * laplace
+
+    def fit_pvalue(seed):
+        return est.set_params(random_state=seed).fit(Z, y).result_.pvalue
+
+    def replay(seed):
+        return mmd_permutation_statistics(Z, y, 1, check_generator(seed), k)
+
+    z, z_half = noise_audit(fit_pvalue, replay, scale, range(500))
+    assert abs(z) < 4, z
+    assert z_half > 6, z_half
 
 
 # -- API ----------------------------------------------------------------------------------
@@ -307,13 +355,9 @@ def test_budget_charged_per_fit_and_score_and_refused_when_exhausted():
 def test_score_is_minus_log_p_value():
     Z, y = golden_data()
     est = DPMMDTest(random_state=0, n_permutations=99).fit(Z, y)
-    # score draws from stream 1 of the same seed: replay it
-    from skdptest._validation import check_generator
-    rng = check_generator(0, stream=1)
-    k = resolve_kernel("rbf", None, None, Z)
-    s = mmd_permutation_statistics(Z, y, 99, rng, k)
-    noisy = s + rng.laplace(0, 2 * math.sqrt(2) / 40, size=s.shape)
-    p = (1 + np.sum(noisy[1:] >= noisy[0])) / 100
+    # score draws from stream 1 of the same seed: a fit on that generator replays it
+    replay = DPMMDTest(random_state=check_generator(0, stream=1), n_permutations=99)
+    p = replay.fit(Z, y).result_.pvalue
     assert est.score(Z, y) == pytest.approx(-math.log(p))
 
 
@@ -362,9 +406,8 @@ def test_agrees_with_scipy_permutation_test_as_epsilon_grows():
                                      permutation_type="independent",
                                      alternative="greater", n_resamples=10**5)
         res = DPMMDTest(epsilon=1e12, n_permutations=3000, random_state=1).test(Z, y)
-        assert res.statistic == pytest.approx(ref.statistic, abs=1e-9)
         tol = 4 * math.sqrt(ref.pvalue * (1 - ref.pvalue) / 3000) + 2 / 3001
-        assert abs(res.p_value - ref.pvalue) <= tol
+        assert abs(res.pvalue - ref.pvalue) <= tol
         if abs(ref.pvalue - 0.05) > tol:
             assert res.reject == (ref.pvalue <= 0.05)
 
@@ -381,8 +424,13 @@ def test_other_kernel_forms_through_the_estimator():
 
     res = DPMMDTest(kernel=gauss, kernel_bound=1.0, epsilon=1e12, random_state=0,
                     n_permutations=49).test(Z, y)
-    assert res.statistic == pytest.approx(GOLDEN_MMD_V, abs=1e-9)
-    assert res.sensitivity == pytest.approx(2.0 / 40)  # only positive definiteness assumed
+    # a callable is not assumed positive definite: squared statistic, any-kernel rule
+    assert res.statistic == "squared"
+    assert res.sensitivity == pytest.approx(8 / 40 - 2 / 40**2)
+    k = resolve_kernel(gauss, None, 1.0, Z)
+    s = mmd_permutation_statistics(Z, y, 49, check_generator(0), k, squared=True)
+    assert s[0] == pytest.approx(GOLDEN_MMD_V**2, rel=1e-9)
+    assert res.pvalue == (1 + np.sum(s[1:] >= s[0])) / 50
     budget = PrivacyBudget(1.0)
     with pytest.raises(ValueError, match="needs an explicit kernel_bound"):
         DPMMDTest(kernel=gauss, budget=budget).fit(Z, y)
@@ -397,14 +445,15 @@ def test_blocked_path_in_the_estimator(monkeypatch):
     monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", 16)
     monkeypatch.setattr(mmd_mod, "MAX_COLUMN_BYTES", 8 * 100 * 10)
     b = DPMMDTest(random_state=5, n_permutations=99).test(Z, y)
-    assert a.p_value == b.p_value
-    assert a.statistic == pytest.approx(b.statistic, rel=1e-12)
+    assert a.pvalue == b.pvalue
+    assert a == b
 
 
 def test_delta_enters_xi():
     Z, y = golden_data()
     res = DPMMDTest(epsilon=0.5, delta=0.3, random_state=0, n_permutations=9).test(Z, y)
-    assert res.noise_scale == pytest.approx(2 * (math.sqrt(2) / 40) / (0.5 - math.log(0.7)))
+    laplace = 2 * (math.sqrt(2) / 40 + 2 * res.abs_error) / (0.5 - math.log(0.7))
+    assert laplace <= res.noise_scale <= 1.005 * laplace
     assert res.delta == 0.3
 
 
@@ -416,9 +465,10 @@ def test_private_median_bandwidth():
     est = DPMMDTest(kernel_params={"gamma": "median"}, epsilon=2.0, budget=budget,
                     random_state=0, n_permutations=99).fit(Z, y)
     assert budget.spent[0] == pytest.approx(2.0) and len(budget.ledger) == 1
-    assert est.result_.noise_scale == pytest.approx(2 * (math.sqrt(2) / 40) / (0.95 * 2.0))
+    laplace = 2 * (math.sqrt(2) / 40 + 2 * est.result_.abs_error) / (0.95 * 2.0)
+    assert laplace <= est.result_.noise_scale <= 1.005 * laplace
     assert est.result_.epsilon == 2.0
-    assert est.gamma_ > 0
+    assert est.gamma_ > 0 and est.gamma_ == est.result_.gamma
     # at a huge epsilon the chosen bandwidth is the median distance (grid step 12 %)
     est = DPMMDTest(kernel_params={"gamma": "median"}, epsilon=1e6, random_state=0,
                     n_permutations=9).fit(Z, y)
