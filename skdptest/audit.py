@@ -317,13 +317,18 @@ def _best_event(views_a, views_b, a):
     """
     na, nb = len(views_a), len(views_b)
     ca, cb = Counter(views_a), Counter(views_b)
-    distinct = list(set(ca) | set(cb))
-    ka = np.array([ca[v] for v in distinct], dtype=float)
-    kb = np.array([cb[v] for v in distinct], dtype=float)
-    order = np.argsort(-((ka + 0.5) / na) / ((kb + 0.5) / nb), kind="stable")
-    scores = _log_ratio_lb(np.cumsum(ka[order]), na, np.cumsum(kb[order]), nb, a)
-    best_i = int(np.argmax(scores))
-    best = (scores[best_i], _Event("set", frozenset(distinct[j] for j in order[: best_i + 1])))
+    # A view seen once in the selection half says nothing about its probability
+    # (with a continuous release every view is unique, and the set of side-a
+    # views would look perfect here and be empty on the estimation half).
+    distinct = [v for v in set(ca) | set(cb) if ca[v] + cb[v] >= 2]
+    best = (-np.inf, _Event("set", frozenset()))
+    if distinct:
+        ka = np.array([ca[v] for v in distinct], dtype=float)
+        kb = np.array([cb[v] for v in distinct], dtype=float)
+        order = np.argsort(-((ka + 0.5) / na) / ((kb + 0.5) / nb), kind="stable")
+        scores = _log_ratio_lb(np.cumsum(ka[order]), na, np.cumsum(kb[order]), nb, a)
+        i = int(np.argmax(scores))
+        best = (scores[i], _Event("set", frozenset(distinct[j] for j in order[: i + 1])))
 
     leaves_a = [_leaves(v) for v in views_a]
     leaves_b = [_leaves(v) for v in views_b]

@@ -1,0 +1,291 @@
+"""Tests of skdptest.audit: the audit on mechanisms whose ε is known, then (slow) the
+shipped estimators on worst-case neighbours and the mutants the audit must catch."""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from skdptest.audit import (
+    attainable_floats_differ,
+    epsilon_lower_bound,
+    epsilon_lower_bound_from_samples,
+    exact_ratio,
+    float_bits_view,
+    release_view,
+)
+
+
+# ---------------------------------------------------------------------------
+# Toy mechanisms with a known ε
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Bit:
+    bit: bool
+    epsilon: float
+
+
+class _RandomizedResponse:
+    """Releases the bit X[0, 0] with probability e^eps_true / (1 + e^eps_true).
+
+    ``claimed`` is the ε written on the result (a mutant claims less than it spends).
+    """
+
+    def __init__(self, eps_true=1.0, claimed=None, random_state=None):
+        self.eps_true, self.claimed, self.random_state = eps_true, claimed, random_state
+
+    def fit(self, X):
+        rng = np.random.default_rng(self.random_state)
+        keep = rng.random() < 1.0 / (1.0 + math.exp(-self.eps_true))
+        claimed = self.eps_true if self.claimed is None else self.claimed
+        self.result_ = _Bit(bool(np.asarray(X)[0, 0]) == keep, claimed)
+        self.n_features_in_ = 1
+        return self
+
+
+def _rr_samples(eps, n, rng):
+    """n randomized-response outputs on each of the neighbours bit=1 and bit=0."""
+    keep = 1.0 / (1.0 + math.exp(-eps))
+    return rng.random(n) < keep, rng.random(n) >= keep
+
+
+# ---------------------------------------------------------------------------
+# Views
+# ---------------------------------------------------------------------------
+def test_release_view_is_bit_exact_and_covers_fitted_attributes():
+    @dataclass(frozen=True)
+    class R:
+        value: float
+        arr: np.ndarray
+
+    class Est:
+        pass
+
+    a, b = Est(), Est()
+    a.result_, b.result_ = R(0.1 + 0.2, np.array([1.0])), R(0.3, np.array([1.0]))
+    for e in (a, b):
+        e.n_features_in_, e._private = 1, object()
+    # 0.1 + 0.2 and 0.3 differ in the last bit: the views must differ.
+    assert release_view(a) != release_view(b)
+    b.result_ = R(0.1 + 0.2, np.array([1.0]))
+    assert release_view(a) == release_view(b)
+    # A public fitted attribute is part of what is released.
+    b.extra_ = 2.0
+    assert release_view(a) != release_view(b)
+    assert [name for name, _ in release_view(b)] == ["result_", "extra_", "n_features_in_"]
+    # -0.0 and 0.0 are different releases.
+    a.result_, b.result_ = R(0.0, np.zeros(1)), R(-0.0, np.zeros(1))
+    assert release_view(a)[0] != release_view(b)[0]
+
+
+def test_release_view_refuses_unfitted_and_non_dataclass_results():
+    class Est:
+        pass
+
+    with pytest.raises(ValueError, match="not fitted: it has no result_"):
+        release_view(Est())
+    e = Est()
+    e.result_ = {"pvalue": 0.5}
+    with pytest.raises(TypeError, match="result_ must be a dataclass"):
+        release_view(e)
+
+
+@pytest.mark.parametrize("value, expected", [
+    (1.0, (1, 1, 52)), (0.75, (1, 0, 51)), (-3.0, (-1, 2, 51)),
+    (2.0**-1074, (1, -1073, 52)), (0.0, ("zero", 1)), (-0.0, ("zero", -1)),
+    (math.inf, ("nonfinite", "inf")),
+])
+def test_float_bits_view(value, expected):
+    assert float_bits_view(value) == expected
+
+
+def test_float_bits_view_reads_the_lowest_set_bit():
+    # 1 + 2**-52 has its lowest set bit in the last place: no trailing zeros.
+    assert float_bits_view(1.0 + 2.0**-52) == (1, 1, 0)
+    sign, e, t = float_bits_view(1 / 3)
+    assert (sign, e, t) == (1, -1, 0)
+
+
+# ---------------------------------------------------------------------------
+# The audit on randomized response (the truth is known)
+# ---------------------------------------------------------------------------
+def test_audit_of_an_honest_mechanism_rarely_exceeds_its_epsilon():
+    # Each audit's bound exceeds the true ε with probability <= 1 - confidence = 0.05.
+    # Over 200 independent audits the number of exceedances is then stochastically
+    # below Binomial(200, 0.05); its 0.999 quantile is the tolerance.
+    rng = np.random.default_rng(1)
+    reps = 200
+    over = 0
+    for _ in range(reps):
+        out0, out1 = _rr_samples(1.0, 400, rng)
+        r = epsilon_lower_bound_from_samples(out0, out1, random_state=rng, claimed_epsilon=1.0)
+        over += r.contradicted
+    assert over <= stats.binom.ppf(0.999, reps, 0.05)
+
+
+def test_audit_detects_epsilon_three_claimed_as_one():
+    est = epsilon_lower_bound(lambda s: _RandomizedResponse(3.0, claimed=1.0, random_state=s),
+                              [[1]], [[0]], n_trials=2000, random_state=0)
+    assert est.claimed_epsilon == 1.0
+    assert est.contradicted and est.epsilon_lb > 2.0
+    k0, m0, k1, m1 = est.counts
+    assert m0 == m1 == 1000 and k0 > 900 and k1 < 100
+    # The honest ε = 1 version, same seeds: not contradicted, and close to 1 (power).
+    honest = epsilon_lower_bound(lambda s: _RandomizedResponse(1.0, random_state=s),
+                                 [[1]], [[0]], n_trials=2000, random_state=0)
+    assert not honest.contradicted and 0.6 < honest.epsilon_lb <= 1.0
+
+
+def test_audit_of_a_deterministic_release_is_large():
+    # A release that is a function of the data: identical outputs on each side,
+    # different across sides. 500 estimation trials give ε_lb = log of about 500/4.4.
+    out0, out1 = ["a"] * 1000, ["b"] * 1000
+    r = epsilon_lower_bound_from_samples(out0, out1, random_state=0)
+    assert r.counts == (500, 500, 0, 500)
+    a = 0.05 / 4
+    assert r.epsilon_lb == pytest.approx(math.log(a ** (1 / 500) / (1 - a ** (1 / 500))))
+
+
+def test_audit_thresholds_a_continuous_release():
+    # Laplace mechanism, sensitivity 1: scale 1 is ε = 1, the halved scale is ε = 2.
+    rng = np.random.default_rng(2)
+    n = 6000
+    honest = epsilon_lower_bound_from_samples(1 + rng.laplace(0, 1, n), rng.laplace(0, 1, n),
+                                              random_state=0, claimed_epsilon=1.0)
+    halved = epsilon_lower_bound_from_samples(1 + rng.laplace(0, 0.5, n),
+                                              rng.laplace(0, 0.5, n),
+                                              random_state=0, claimed_epsilon=1.0)
+    assert not honest.contradicted and honest.epsilon_lb > 0.5
+    assert halved.contradicted and "leaf" in halved.event
+    assert not halved.epsilon_lb > 2.0  # still a lower bound of the true ε = 2
+
+
+@pytest.mark.slow  # joblib's worker start-up alone takes several seconds
+def test_audit_parallel_fits_match_serial():
+    make = lambda s: _RandomizedResponse(1.0, random_state=s)  # noqa: E731
+    serial = epsilon_lower_bound(make, [[1]], [[0]], n_trials=40, random_state=3)
+    parallel = epsilon_lower_bound(make, [[1]], [[0]], n_trials=40, random_state=3, n_jobs=2)
+    assert serial == parallel
+
+
+def test_audit_validates_its_parameters():
+    make = lambda s: _RandomizedResponse(random_state=s)  # noqa: E731
+    with pytest.raises(TypeError, match="make_estimator must be callable"):
+        epsilon_lower_bound(None, [[1]], [[0]])
+    with pytest.raises(TypeError, match="view must be callable"):
+        epsilon_lower_bound(make, [[1]], [[0]], view="all")
+    with pytest.raises(ValueError, match="n_trials must be an integer >= 4"):
+        epsilon_lower_bound(make, [[1]], [[0]], n_trials=3)
+    with pytest.raises(ValueError, match="n_trials must be an integer >= 4"):
+        epsilon_lower_bound(make, [[1]], [[0]], n_trials=10.0)
+    with pytest.raises(ValueError, match="y0 and y1 must both be given"):
+        epsilon_lower_bound(make, [[1]], [[0]], y0=[1])
+    with pytest.raises(ValueError, match="confidence must be a real number in"):
+        epsilon_lower_bound(make, [[1]], [[0]], confidence=1.0)
+    with pytest.raises(ValueError, match="n_trials must be >= 4 per data set"):
+        epsilon_lower_bound_from_samples([1, 2, 3], [1, 2, 3])
+
+
+# ---------------------------------------------------------------------------
+# exact_ratio
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("eps, k", [(0.5, 2), (1.0, 3), (2.0, 10)])
+def test_exact_ratio_of_k_ary_randomized_response(eps, k):
+    # k-ary RR: the true value w.p. e^ε/(e^ε + k - 1), each other value w.p. 1/(e^ε + k - 1).
+    z = math.exp(eps) + k - 1
+
+    def law(x):
+        return {o: (math.exp(eps) if o == x else 1.0) / z for o in range(k)}
+
+    assert exact_ratio(law(0), law(1)) == pytest.approx(eps, abs=1e-12)
+    logs = {o: math.log(p) for o, p in law(0).items()}
+    assert exact_ratio(logs, {o: math.log(p) for o, p in law(1).items()},
+                       log=True) == pytest.approx(eps, abs=1e-12)
+
+
+def test_exact_ratio_of_a_shifted_truncated_geometric():
+    # P(o | x) ∝ r^|o - x| on {0..20}: the loss differs from the rate by the
+    # normalisers' log ratio, computed here in closed form (geometric sums).
+    rate, m = 0.7, 20
+    r = math.exp(-rate)
+
+    def z(x):  # sum_{o=0}^{m} r^|o-x| = (1 - r^(x+1))/(1 - r) + r (1 - r^(m-x))/(1 - r)
+        return ((1 - r ** (x + 1)) + r * (1 - r ** (m - x))) / (1 - r)
+
+    p = {x: {o: r ** abs(o - x) / z(x) for o in range(m + 1)} for x in (5, 6)}
+    expected = rate + abs(math.log(z(6) / z(5)))
+    assert exact_ratio(p[5], p[6]) == pytest.approx(expected, abs=1e-12)
+
+
+def test_exact_ratio_support_mismatch_is_infinite_and_inputs_are_checked():
+    assert exact_ratio({0: 0.5, 1: 0.5, 2: 0.0}, {0: 0.5, 1: 0.5}) == 0.0
+    assert exact_ratio({0: 1.0}, {0: 0.5, 1: 0.5}) == math.inf
+    assert exact_ratio({0: 0.0, 1: -math.inf}, {0: -math.log(2), 1: -math.log(2)},
+                       log=True) == math.inf
+    with pytest.raises(TypeError, match="pmf0 must be a dict"):
+        exact_ratio([0.5, 0.5], {0: 1.0})
+    with pytest.raises(ValueError, match="pmf1 does not sum to 1"):
+        exact_ratio({0: 1.0}, {0: 0.9})
+    with pytest.raises(ValueError, match="pmf0 holds a probability that is negative"):
+        exact_ratio({0: -0.5, 1: 1.5}, {0: 1.0})
+    with pytest.raises(ValueError, match="pmf0 is empty"):
+        exact_ratio({}, {0: 1.0})
+    with pytest.raises(ValueError, match="pmf1 holds a log-probability that is NaN"):
+        exact_ratio({0: 0.0}, {0: math.nan}, log=True)
+
+
+# ---------------------------------------------------------------------------
+# Floating-point releases (Mironov)
+# ---------------------------------------------------------------------------
+def test_naive_float_laplace_is_flagged_by_its_low_order_bits():
+    # Neighbours x = 0 and x' = 1/3, sensitivity 1/3, textbook float Laplace at ε = 1.
+    rng = np.random.default_rng(4)
+    n = 4000
+    v0 = 0.0 + rng.laplace(0.0, 1 / 3, n)
+    v1 = 1 / 3 + rng.laplace(0.0, 1 / 3, n)
+    r = attainable_floats_differ(v0, v1, epsilon=1.0, random_state=0)
+    assert r.flagged and r.epsilon_lb > 2.0 and r.off_grid == (0, 0)
+    # Claimed on the grid 2**-10, almost every value is off it.
+    g = attainable_floats_differ(v0, v1, epsilon=1.0, grid=2.0**-10, random_state=0)
+    assert g.flagged and min(g.off_grid) > 0.99 * n
+
+
+def test_exact_grid_release_passes():
+    # Floor to the grid, then add g times exact two-sided geometric noise (the
+    # difference of two i.i.d. geometrics). Sensitivity after flooring: at most
+    # 1/3 + g, i.e. k = ceil((1/3 + g)/g) grid steps; rate ε/k per step.
+    rng = np.random.default_rng(5)
+    g, eps, n = 2.0**-10, 1.0, 4000
+    k = math.ceil((1 / 3 + g) / g)
+    q = 1.0 - math.exp(-eps / k)
+
+    def release(x):
+        z = rng.geometric(q, n) - rng.geometric(q, n)
+        return (math.floor(x / g) + z) * g  # exact: integers times a power of two
+
+    r = attainable_floats_differ(release(0.0), release(1 / 3), epsilon=eps, grid=g,
+                                 random_state=0)
+    assert not r.flagged and r.off_grid == (0, 0) and r.epsilon_lb <= eps
+    # A public offset is removed before the grid check.
+    shifted = attainable_floats_differ(release(0.0) + 0.5, release(0.0) + 0.5, epsilon=eps,
+                                       grid=g, offset=0.5, random_state=0)
+    assert shifted.off_grid == (0, 0)
+    off = attainable_floats_differ(release(0.0) + 0.5, release(0.0) + 0.5, epsilon=eps,
+                                   grid=g, offset=0.25 + 2.0**-20, random_state=0)
+    assert off.flagged and off.off_grid == (n, n)
+
+
+def test_float_check_validates_its_parameters():
+    v = np.zeros(10)
+    with pytest.raises(ValueError, match="grid must be a positive power of two"):
+        attainable_floats_differ(v, v, epsilon=1.0, grid=0.3)
+    with pytest.raises(ValueError, match="grid must be a positive power of two"):
+        attainable_floats_differ(v, v, epsilon=1.0, grid=-0.5)
+    with pytest.raises(ValueError, match="epsilon must be a real number >= 0"):
+        attainable_floats_differ(v, v, epsilon=-1.0)
+    with pytest.raises(ValueError, match="offset must be a finite real number"):
+        attainable_floats_differ(v, v, epsilon=1.0, grid=1.0, offset=math.nan)
+    with pytest.raises(TypeError, match="values1 must be a 1-D array of floats"):
+        attainable_floats_differ(v, np.zeros(10, dtype=int), epsilon=1.0)
