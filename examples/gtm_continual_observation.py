@@ -87,7 +87,7 @@ def main(seed=0, plot=True):
         mechs = [NoisyThresholdQuery(StaleBy(d, releases[-1][1]), 0.0, EPS_T) for d in days]
         gtm = GeneralizedThresholdMechanism(mechs, p_star=0.5, epsilon=EPS_GTM, budget=budget,
                                             random_state=rng.integers(2**32))
-        stale = gtm.fit(X).decision()
+        stale = gtm.fit(X).result_.accepted  # first stale day (index), or None
         if stale is None:
             break
         t = days[stale]

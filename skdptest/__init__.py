@@ -2,7 +2,7 @@
 
 from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
 from ._params import InvalidParameterError
-from ._results import TestResult, ThresholdResult
+from ._results import TestResult
 from .evalue import (
     EProcessResult,
     EValueResult,
@@ -13,7 +13,7 @@ from .evalue import (
     optimal_rate,
 )
 from .kernel import DPHSICTest, DPMMDTest, PermutationTestResult
-from .threshold import GeneralizedThresholdMechanism
+from .threshold import GeneralizedThresholdMechanism, ThresholdResult
 
 __version__ = "0.1.0.dev0"
 

@@ -20,7 +20,6 @@ from typing import ClassVar
 __all__ = [
     "PermutationTestResult",
     "TestResult",
-    "ThresholdResult",
     "pvalue_from_log_e",
 ]
 
@@ -125,36 +124,3 @@ class PermutationTestResult:
     sensitivity: float
     noise_scale: float
     method: str
-
-
-@dataclass(frozen=True)
-class ThresholdResult:
-    """Result of a generalized threshold search.
-
-    Only the search's output and public information are kept: never the
-    numbers of runs N_t, the rates, the counts of ±1 outputs or the noises R,
-    ν_t (they would leak the data).
-
-    Attributes
-    ----------
-    accepted : int or None
-        Index (0-based) of the accepted mechanism, or None if none was accepted.
-    n_examined : int
-        Number of mechanisms examined (``accepted + 1`` when one was accepted,
-        ``n_mechanisms`` otherwise); a function of ``accepted``.
-    n_mechanisms : int
-        Number of mechanisms in the stream (public).
-    epsilon : float
-        ε spent for the whole search (pure ε-DP).
-    delta : float
-        δ spent (always 0, even when mechanisms have δ_t > 0).
-    method : str
-        Name of the procedure.
-    """
-
-    accepted: int | None
-    n_examined: int
-    n_mechanisms: int
-    epsilon: float
-    delta: float
-    method: str = "GeneralizedThresholdMechanism"

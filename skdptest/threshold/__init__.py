@@ -18,6 +18,7 @@ from ._mechanisms import (
 from ._params import (
     RATE_CAP_FACTOR,
     StepParameters,
+    constant_work_evaluations,
     gtm_evaluation_bound,
     gtm_lambda,
     gtm_p_bar,
@@ -26,6 +27,7 @@ from ._params import (
     purification_flip_probability,
 )
 from ._privacy import exact_output_log_probabilities, log_poisson_cdf, log_poisson_sf
+from ._results import ThresholdResult
 
 __all__ = [
     "RATE_CAP_FACTOR",
@@ -37,7 +39,9 @@ __all__ = [
     "RandomizedResponse",
     "StepParameters",
     "ThresholdMechanism",
+    "ThresholdResult",
     "check_mechanism",
+    "constant_work_evaluations",
     "default_mechanisms",
     "exact_output_log_probabilities",
     "gtm_evaluation_bound",

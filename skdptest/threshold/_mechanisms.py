@@ -29,6 +29,7 @@ import numpy as np
 from scipy import optimize, special
 
 from .._noise import laplace
+from .._params import InvalidParameterError
 from .._validation import check_real
 from ._params import purification_flip_probability
 
@@ -78,41 +79,49 @@ class ThresholdMechanism(ABC):
 def check_mechanism(mechanism, name="mechanism"):
     """Validate a mechanism and return its ``(epsilon, delta)``.
 
-    Raises ``TypeError`` when ``sample`` is missing and ``ValueError`` when ε is
-    missing, not > 0, or δ is outside [0, 1).
+    Raises :class:`~skdptest.InvalidParameterError` (a ``TypeError`` and a
+    ``ValueError``) naming ``name`` when ``sample`` is missing, when ε is
+    missing, not a real number or not > 0, or when δ is outside [0, 1).
     """
     if not callable(getattr(mechanism, "sample", None)):
-        raise TypeError(
+        raise InvalidParameterError(
             f"{name} must have a method sample(X, y, size, rng) returning ±1 outputs; "
             f"got {type(mechanism).__name__}."
         )
     if not hasattr(mechanism, "epsilon"):
-        raise ValueError(f"{name} has no attribute 'epsilon' (its ε_t is required).")
+        raise InvalidParameterError(
+            f"{name} has no attribute 'epsilon' (its ε_t is required).")
     eps = mechanism.epsilon
     if isinstance(eps, bool) or not isinstance(eps, int | float | np.integer | np.floating):
-        raise TypeError(f"{name}.epsilon must be a real number, got {type(eps).__name__}.")
+        raise InvalidParameterError(
+            f"{name}.epsilon must be a real number, got {type(eps).__name__}.")
     if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"{name}.epsilon must be finite and > 0, got {eps}.")
+        raise InvalidParameterError(f"{name}.epsilon must be finite and > 0, got {eps}.")
     delta = getattr(mechanism, "delta", 0.0)
     if delta is None:
         delta = 0.0
     if isinstance(delta, bool) or not isinstance(delta, int | float | np.integer | np.floating):
-        raise TypeError(f"{name}.delta must be a real number, got {type(delta).__name__}.")
+        raise InvalidParameterError(
+            f"{name}.delta must be a real number, got {type(delta).__name__}.")
     if not (0.0 <= delta < 1.0):
-        raise ValueError(f"{name}.delta must lie in [0, 1), got {delta}.")
+        raise InvalidParameterError(f"{name}.delta must lie in [0, 1), got {delta}.")
     return float(eps), float(delta)
 
 
 def check_outputs(out, size, name="mechanism"):
-    """Return ``out`` as an int8 array after checking shape ``(size,)`` and values ±1."""
+    """Return ``out`` as an int8 array after checking shape ``(size,)`` and values ±1.
+
+    Raises :class:`~skdptest.InvalidParameterError` (a ``ValueError``) naming ``name``.
+    """
     out = np.asarray(out)
     if out.shape != (size,):
-        raise ValueError(
+        raise InvalidParameterError(
             f"{name}.sample returned an array of shape {out.shape}, expected ({size},)."
         )
     if size and not np.all((out == 1) | (out == -1)):
         bad = out[(out != 1) & (out != -1)][0]
-        raise ValueError(f"{name}.sample returned outputs other than ±1 (e.g. {bad!r}).")
+        raise InvalidParameterError(
+            f"{name}.sample returned outputs other than ±1 (e.g. {bad!r}).")
     return out.astype(np.int8)
 
 
@@ -154,6 +163,9 @@ class RandomizedResponse(ThresholdMechanism):
         self.bit = bit
         self.epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True)
         self.delta = 0.0
+
+    def __repr__(self):
+        return f"RandomizedResponse(bit={self.bit!r}, epsilon={self.epsilon!r})"
 
     def _bit(self, X, y):
         return 1 if bool(self.bit(X, y)) else -1
@@ -200,6 +212,11 @@ class NoisyThresholdQuery(ThresholdMechanism):
         self.epsilon = check_real(epsilon, "epsilon", low=0.0, low_open=True)
         self.sensitivity = check_real(sensitivity, "sensitivity", low=0.0, low_open=True)
         self.delta = 0.0
+
+    def __repr__(self):
+        return (f"NoisyThresholdQuery(statistic={self.statistic!r}, threshold="
+                f"{self.threshold!r}, epsilon={self.epsilon!r}, "
+                f"sensitivity={self.sensitivity!r})")
 
     @property
     def scale(self):
@@ -275,6 +292,11 @@ class GaussianThresholdQuery(ThresholdMechanism):
         lo, hi = math.log(self.sensitivity) - 20.0, math.log(self.sensitivity) + 20.0
         self.sigma = math.exp(optimize.brentq(f, lo, hi, xtol=1e-12)) * (1.0 + 1e-9)
 
+    def __repr__(self):
+        return (f"GaussianThresholdQuery(statistic={self.statistic!r}, threshold="
+                f"{self.threshold!r}, epsilon={self.epsilon!r}, delta={self.delta!r}, "
+                f"sensitivity={self.sensitivity!r})")
+
     def probability(self, X, y):
         """Exact Pr[q(X) + N(0, σ²) ≥ c]."""
         gap = (self.threshold - _statistic(self.statistic, X, y)) / self.sigma
@@ -318,6 +340,9 @@ class Purified(ThresholdMechanism):
         self.delta = 0.0
         self.phi = purification_flip_probability(eps, delta)
 
+    def __repr__(self):
+        return f"Purified({self.mechanism!r})"
+
     def probability(self, X, y):
         """Exact Pr[output = +1] (needs the inner mechanism's ``probability``)."""
         return self.phi + (1.0 - 2.0 * self.phi) * self.mechanism.probability(X, y)
@@ -329,11 +354,14 @@ class Purified(ThresholdMechanism):
 
 
 class EstimatorMechanism(ThresholdMechanism):
-    """A skdptest test's ``decision`` as a binary mechanism.
+    """A private test's ``decision`` as a binary mechanism.
 
     Each draw clones the estimator, fits it on ``(X, y)`` with a fresh seed
-    taken from ``rng`` and maps its decision to ±1. The privacy of one draw is
-    the estimator's (``epsilon`` and ``delta`` attributes). This lets GTM search
+    taken from ``rng`` and maps its decision to ±1: +1 when
+    ``bool(decision())`` is True (H0 rejected), −1 otherwise. The decision of
+    an skdptest test is always a bool (an e-process that has not decided yet
+    returns False, so it counts as −1). The privacy of one draw is the
+    estimator's (``epsilon`` and ``delta`` attributes). This lets GTM search
     over test configurations (levels, kernels, ε...).
 
     The search charges its own ε once for everything; the wrapped estimator's
@@ -346,8 +374,9 @@ class EstimatorMechanism(ThresholdMechanism):
         Any object with ``fit``, ``decision``, ``epsilon`` and optionally
         ``delta``, ``random_state`` and ``budget`` parameters (``get_params``).
     positive : callable, default=None
-        Maps the value of ``decision()`` to True (+1) or False (−1). ``None``
-        uses ``bool(decision)``, with ``None`` mapped to False.
+        Maps the estimator after its fit to True (+1) or False (−1), e.g.
+        ``lambda est: est.result_.decision == "accept"``. ``None`` uses
+        ``bool(est.decision())``.
 
     Examples
     --------
@@ -360,7 +389,7 @@ class EstimatorMechanism(ThresholdMechanism):
     ...     def fit(self, X, y=None):
     ...         rng = np.random.default_rng(self.random_state)
     ...         z = np.clip(X[:, 0], -1, 1).sum() + rng.laplace(0, 2 / self.epsilon)
-    ...         self.reject_ = z > 0
+    ...         self.reject_ = bool(z > 0)
     ...         return self
     ...     def decision(self, X=None, y=None):
     ...         return self.reject_
@@ -376,6 +405,9 @@ class EstimatorMechanism(ThresholdMechanism):
                 raise TypeError(f"estimator must have a method {attr}().")
         if not hasattr(estimator, "epsilon"):
             raise ValueError("estimator has no attribute 'epsilon'.")
+        if positive is not None and not callable(positive):
+            raise TypeError(f"positive must be None or a callable, got "
+                            f"{type(positive).__name__}.")
         self.estimator = estimator
         self.positive = positive
         if hasattr(estimator, "get_params"):
@@ -388,6 +420,9 @@ class EstimatorMechanism(ThresholdMechanism):
                 )
         self.epsilon = estimator.epsilon
         self.delta = getattr(estimator, "delta", 0.0) or 0.0
+
+    def __repr__(self):
+        return f"EstimatorMechanism({self.estimator!r})"
 
     def _clone(self):
         from sklearn.base import clone
@@ -405,10 +440,9 @@ class EstimatorMechanism(ThresholdMechanism):
             if "random_state" in params:
                 est.set_params(random_state=int(rng.integers(2**32 - 1)))
             est.fit(X, y)
-            dec = est.decision()
             if self.positive is not None:
-                positive = bool(self.positive(dec))
+                positive = bool(self.positive(est))
             else:
-                positive = dec is not None and bool(dec)
+                positive = bool(est.decision())
             out[i] = 1 if positive else -1
         return out

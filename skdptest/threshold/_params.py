@@ -22,6 +22,7 @@ from .._validation import check_real
 __all__ = [
     "RATE_CAP_FACTOR",
     "StepParameters",
+    "constant_work_evaluations",
     "gtm_evaluation_bound",
     "gtm_lambda",
     "gtm_p_bar",
@@ -49,7 +50,7 @@ class StepParameters(NamedTuple):
     b0: float
     b1: float
     r_max: float
-    beta_t: float
+    failure_probability_t: float
     v_t: float
     log_lambda: float
     k: int
@@ -58,6 +59,7 @@ class StepParameters(NamedTuple):
     q_star: float
     phi: float
     log_rate_cap: float
+    constant_work: int
 
 
 def _noise_means(epsilon, theta):
@@ -92,23 +94,23 @@ def purification_flip_probability(epsilon_t, delta_t):
 
 
 @lru_cache(maxsize=4096)
-def poisson_threshold_k(beta_t, gamma):
+def poisson_threshold_k(failure_probability_t, approximation):
     """Least k with Pr[Po(√γ k) < k] ≤ β_t and Pr[Po(k/√γ) ≥ k] ≤ β_t.
 
     Both tails are computed exactly (regularised incomplete gamma functions).
 
     Parameters
     ----------
-    beta_t : float
-        Per-step failure probability, in (0, 1).
-    gamma : float
-        Approximation factor, > 1.
+    failure_probability_t : float
+        Per-step failure probability β_t, in (0, 1).
+    approximation : float
+        Approximation factor γ, > 1.
 
     Returns
     -------
     k : int
     """
-    root = math.sqrt(gamma)
+    beta_t, root = failure_probability_t, math.sqrt(approximation)
     lo = 1
     width = 256
     while True:
@@ -121,14 +123,48 @@ def poisson_threshold_k(beta_t, gamma):
         lo += width
         width *= 2
         if lo > 10**9:  # pragma: no cover - unreachable for gamma > 1
-            raise ValueError(f"no k found for beta_t={beta_t}, gamma={gamma}.")
+            raise ValueError(f"no k found for failure_probability_t={beta_t}, "
+                             f"approximation={approximation}.")
 
 
 def _beta_t(t, beta):
     return beta / (5.0 * t * math.log(t + 2.0) ** 3)
 
 
-def gtm_step_parameters(t, epsilon_t, delta_t, p_star_t, *, epsilon, beta, gamma, theta):
+def constant_work_evaluations(log_rate_bound, failure_probability_t):
+    """Evaluations run by a step in constant-work mode (public).
+
+    The (1 − β_t) quantile of Po(bound), with ``bound`` the high-probability
+    rate bound of the step: N_t exceeds it with probability at most
+    Pr[λ_t > bound] + β_t, so the extra forced decisions it causes cost at most
+    β_t of accuracy per step.
+
+    Parameters
+    ----------
+    log_rate_bound : float
+        log of the rate bound (see :func:`gtm_evaluation_bound`).
+    failure_probability_t : float
+        Per-step failure probability β_t.
+
+    Returns
+    -------
+    m : int
+        Number of evaluations, ≥ 1. Above a rate of 1e15 (far beyond what a
+        constant-work search accepts to run) an upper bound is returned instead:
+        the Chernoff quantile of Po(bound), at least the exact one.
+    """
+    if log_rate_bound <= math.log(1e15):
+        rate = math.exp(log_rate_bound)
+        return max(int(stats.poisson.ppf(1.0 - failure_probability_t, rate)), 1)
+    # Pr[Po(λ) ≥ λ + x] ≤ exp(−x² / (2(λ + x/3))) (Bernstein); solve for that bound = β_t
+    rate = math.exp(min(log_rate_bound, 700.0))
+    a = math.log(1.0 / failure_probability_t)
+    x = a / 3.0 + math.sqrt((a / 3.0) ** 2 + 2.0 * rate * a)
+    return int(min(math.ceil(rate + x), 2**62))
+
+
+def gtm_step_parameters(t, epsilon_t, delta_t, p_star_t, *, epsilon, failure_probability,
+                        approximation, theta):
     """All public parameters of step t of GTM-R.
 
     Parameters
@@ -139,21 +175,24 @@ def gtm_step_parameters(t, epsilon_t, delta_t, p_star_t, *, epsilon, beta, gamma
         Privacy parameters of the mechanism M_t.
     p_star_t : float
         Acceptance target p*_t in (0, 1).
-    epsilon, beta, gamma, theta : float
-        Parameters of the search (see
+    epsilon, failure_probability, approximation, theta : float
+        Parameters of the search: ε, β, γ and θ (see
         :class:`~skdptest.threshold.GeneralizedThresholdMechanism`).
 
     Returns
     -------
     params : StepParameters
-        ``b0``, ``b1`` (noise means), ``r_max`` = b0 ln(4/β), ``beta_t`` =
-        β / (5 t ln³(t + 2)), ``v_t`` = b1 ln(1/β_t), ``log_lambda`` = ln Λ_t =
-        ε_t (R_max + V_t), ``k`` (count threshold), ``log_rho`` (log base rate),
-        ``direction`` s_t (+1 or −1), ``q_star`` (purified target), ``phi``
-        (purification flip probability) and ``log_rate_cap`` (log of the rate
-        above which the step is decided without running M_t, see
-        :data:`RATE_CAP_FACTOR`).
+        ``b0``, ``b1`` (noise means), ``r_max`` = b0 ln(4/β),
+        ``failure_probability_t`` = β_t = β / (5 t ln³(t + 2)), ``v_t`` =
+        b1 ln(1/β_t), ``log_lambda`` = ln Λ_t = ε_t (R_max + V_t), ``k`` (count
+        threshold), ``log_rho`` (log base rate), ``direction`` s_t (+1 or −1),
+        ``q_star`` (purified target), ``phi`` (purification flip probability),
+        ``log_rate_cap`` (log of the rate above which the step is decided
+        without running M_t, see :data:`RATE_CAP_FACTOR`) and
+        ``constant_work`` (evaluations of the step in constant-work mode, see
+        :func:`constant_work_evaluations`).
     """
+    beta, gamma = failure_probability, approximation
     b0, b1 = _noise_means(epsilon, theta)
     r_max = b0 * math.log(4.0 / beta)
     beta_t = _beta_t(t, beta)
@@ -176,9 +215,10 @@ def gtm_step_parameters(t, epsilon_t, delta_t, p_star_t, *, epsilon, beta, gamma
         # high-probability bound of the rate: ρ e^{ε_t R_max} = k / (√γ (1 − q*_t))
         log_bound = log_rho + epsilon_t * r_max
     return StepParameters(
-        t=int(t), b0=b0, b1=b1, r_max=r_max, beta_t=beta_t, v_t=v_t, log_lambda=log_lam,
-        k=k, log_rho=log_rho, direction=direction, q_star=q_star, phi=phi,
-        log_rate_cap=log_bound + math.log(RATE_CAP_FACTOR),
+        t=int(t), b0=b0, b1=b1, r_max=r_max, failure_probability_t=beta_t, v_t=v_t,
+        log_lambda=log_lam, k=k, log_rho=log_rho, direction=direction, q_star=q_star,
+        phi=phi, log_rate_cap=log_bound + math.log(RATE_CAP_FACTOR),
+        constant_work=constant_work_evaluations(log_bound, beta_t),
     )
 
 
@@ -188,14 +228,14 @@ def _check_common(t, epsilon_t, delta_t, epsilon, beta, gamma, theta, p_star=Non
     check_real(epsilon_t, "epsilon_t", low=0.0, low_open=True)
     check_real(delta_t, "delta_t", low=0.0, high=1.0, high_open=True)
     check_real(epsilon, "epsilon", low=0.0, low_open=True)
-    check_real(beta, "beta", low=0.0, high=1.0, low_open=True, high_open=True)
-    check_real(gamma, "gamma", low=1.0, high=2.0, low_open=True)
+    check_real(beta, "failure_probability", low=0.0, high=1.0, low_open=True, high_open=True)
+    check_real(gamma, "approximation", low=1.0, high=2.0, low_open=True)
     check_real(theta, "theta", low=0.0, low_open=True)
     if p_star is not None:
         check_real(p_star, "p_star", low=0.0, high=1.0, low_open=True, high_open=True)
 
 
-def gtm_lambda(t, epsilon_t, *, epsilon=1.0, beta=0.1, theta=1.0):
+def gtm_lambda(t, epsilon_t, *, epsilon=1.0, failure_probability=0.1, theta=1.0):
     """Λ_t = exp(ε_t (R_max + V_t)) of GTM-R.
 
     Equals (5 t ln³(t + 2))^{(2+θ) ε_t/ε} (4/β)^{(2+θ) ε_t/(θ ε)} (1/β)^{(2+θ) ε_t/ε},
@@ -209,8 +249,8 @@ def gtm_lambda(t, epsilon_t, *, epsilon=1.0, beta=0.1, theta=1.0):
         Step number, from 1.
     epsilon_t : float
         ε of the mechanism M_t.
-    epsilon, beta, theta : float
-        Parameters of the search.
+    epsilon, failure_probability, theta : float
+        Parameters of the search: ε, β and θ.
 
     Returns
     -------
@@ -220,17 +260,18 @@ def gtm_lambda(t, epsilon_t, *, epsilon=1.0, beta=0.1, theta=1.0):
     Examples
     --------
     >>> from skdptest.threshold import gtm_lambda
-    >>> round(gtm_lambda(1, 0.05, epsilon=1.0, beta=0.1, theta=1.0), 3)
+    >>> round(gtm_lambda(1, 0.05, epsilon=1.0, failure_probability=0.1, theta=1.0), 3)
     3.262
     """
+    beta = failure_probability
     _check_common(t, epsilon_t, 0.0, epsilon, beta, 1.5, theta)
     b0, b1 = _noise_means(epsilon, theta)
     log_lam = epsilon_t * (b0 * math.log(4.0 / beta) + b1 * math.log(1.0 / _beta_t(t, beta)))
     return math.exp(log_lam) if log_lam < 709.0 else math.inf
 
 
-def gtm_p_bar(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta=0.1, gamma=1.5,
-              theta=1.0, exact=False):
+def gtm_p_bar(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, failure_probability=0.1,
+              approximation=1.5, theta=1.0, exact=False):
     """Rejection level p̄_t: with probability 1 − β, M_t is rejected if p_t ≤ p̄_t.
 
     Parameters
@@ -243,8 +284,8 @@ def gtm_p_bar(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta=0.1, gamma
         Acceptance target p*_t in (0, 1).
     delta_t : float, default=0.0
         δ of the mechanism M_t.
-    epsilon, beta, gamma, theta : float
-        Parameters of the search.
+    epsilon, failure_probability, approximation, theta : float
+        Parameters of the search: ε, β, γ and θ.
     exact : bool, default=False
         ``False``: the abstract's formula
         max(p*/(γΛ_t), 1 − γΛ_t(1 − p*)) − δ_t/ε_t. ``True``: the level GTM-R
@@ -265,8 +306,9 @@ def gtm_p_bar(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta=0.1, gamma
     >>> round(gtm_p_bar(1, 0.05, 0.5), 4)
     0.1022
     """
+    beta, gamma = failure_probability, approximation
     _check_common(t, epsilon_t, delta_t, epsilon, beta, gamma, theta, p_star)
-    lam = gtm_lambda(t, epsilon_t, epsilon=epsilon, beta=beta, theta=theta)
+    lam = gtm_lambda(t, epsilon_t, epsilon=epsilon, failure_probability=beta, theta=theta)
     if not exact:
         best = max(p_star / (gamma * lam), 1.0 - gamma * lam * (1.0 - p_star))
         return best - delta_t / epsilon_t
@@ -276,8 +318,8 @@ def gtm_p_bar(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta=0.1, gamma
     return (q_bar - phi) / (1.0 - 2.0 * phi)
 
 
-def gtm_evaluation_bound(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta=0.1,
-                         gamma=1.5, theta=1.0):
+def gtm_evaluation_bound(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0,
+                         failure_probability=0.1, approximation=1.5, theta=1.0):
     """High-probability bound on the Poisson rate λ_t of step t (E[N_t | noise]).
 
     In the direct branch λ_t ≤ √γ k_t Λ_t / q*_t when ν_t ≤ V_t (probability
@@ -285,7 +327,8 @@ def gtm_evaluation_bound(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta
     (probability 1 − β/4). With k_t = O(ln(t/β)/(γ − 1)²) this is the
     abstract's O(ln(t/β)/(γ − 1)² · max(Λ_t/p*, 1/(1 − p*))). The number of
     evaluations N_t ~ Poisson(λ_t) is then at most the (1 − β_t) Poisson
-    quantile of this rate with probability 1 − 2β_t (− β/4).
+    quantile of this rate with probability 1 − 2β_t (− β/4); that quantile is
+    the number of evaluations of the step in constant-work mode.
 
     Parameters
     ----------
@@ -297,8 +340,8 @@ def gtm_evaluation_bound(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta
         Acceptance target p*_t in (0, 1).
     delta_t : float, default=0.0
         δ of the mechanism.
-    epsilon, beta, gamma, theta : float
-        Parameters of the search.
+    epsilon, failure_probability, approximation, theta : float
+        Parameters of the search: ε, β, γ and θ.
 
     Returns
     -------
@@ -311,7 +354,9 @@ def gtm_evaluation_bound(t, epsilon_t, p_star, *, delta_t=0.0, epsilon=1.0, beta
     >>> gtm_evaluation_bound(1, 0.05, 0.5) > 100
     True
     """
-    _check_common(t, epsilon_t, delta_t, epsilon, beta, gamma, theta, p_star)
-    sp = gtm_step_parameters(t, epsilon_t, delta_t, p_star, epsilon=epsilon, beta=beta,
-                             gamma=gamma, theta=theta)
+    _check_common(t, epsilon_t, delta_t, epsilon, failure_probability, approximation, theta,
+                  p_star)
+    sp = gtm_step_parameters(t, epsilon_t, delta_t, p_star, epsilon=epsilon,
+                             failure_probability=failure_probability,
+                             approximation=approximation, theta=theta)
     return math.exp(sp.log_rate_cap - math.log(RATE_CAP_FACTOR))

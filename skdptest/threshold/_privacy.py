@@ -13,6 +13,11 @@ For mechanisms with known p_t the law of the output of
 - Pr[output = t] = ∫ p(R) Π_{s<t} r_s(R) a_t(R) dR and
   Pr[never] = ∫ p(R) Π_{s≤T} r_s(R) dR.
 
+In constant-work mode (``work="constant"``) a step whose N_t exceeds its
+public number of evaluations M_t is forced like the rate cap; with the counts
+C ~ Po(λ_t q_t) and D ~ Po(λ_t (1 − q_t)) independent, the counted event
+{count < k_t, C + D ≤ M_t} is summed exactly over count < k_t.
+
 Every parameter is taken from :func:`~skdptest.threshold.gtm_step_parameters`,
 the function the search itself uses, including the rate-cap safeguard.
 """
@@ -120,7 +125,40 @@ def _reverse_cumulative(seg, tail):
     return np.logaddexp.accumulate(vals[::-1])[::-1]
 
 
-def _step_logs(sp, eps_t, q, r_nodes, h):
+def _log_counted(k, m, mu_count, mu_other, chunk=2048):
+    """log Pr[K < k, K + L ≤ m] and log Pr[K < k, K + L > m], K ~ Po(mu_count) and
+    L ~ Po(mu_other) independent (constant-work mode: K is the count that decides,
+    K + L the number N_t of runs, m the public number M_t of evaluations).
+
+    The sum over K < k is exact. Where Pr[L > m − k] underflows (< 1e-308) the
+    second term, at most Pr[K < k] Pr[L > m − k], is taken as 0 and the first as
+    Pr[K < k]; where Pr[L ≤ m] underflows, the other way round: an absolute error
+    below 1e-308 on each probability.
+    """
+    le = log_poisson_cdf(k, mu_count)
+    gt = np.full(mu_count.shape, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        never = special.pdtrc(max(m - k, 0), mu_other) == 0.0  # L > m − k underflows
+        always = special.pdtr(m, mu_other) == 0.0  # L ≤ m underflows
+        gt[always] = le[always]
+        le[always] = -np.inf
+        full = np.flatnonzero(~never & ~always)
+        c = np.arange(k, dtype=float)
+        rest = m - c  # K + L ≤ m  ⟺  L ≤ m − K
+        for a in range(0, full.size, chunk):
+            idx = full[a:a + chunk]
+            mk, ml = mu_count[idx, None], mu_other[idx, None]
+            log_pmf = special.xlogy(c, mk) - mk - special.gammaln(c + 1.0)
+            log_le = np.where(rest >= 0, np.log(special.pdtr(np.maximum(rest, 0), ml)),
+                              -np.inf)
+            log_gt = np.where(rest >= 0, np.log(special.pdtrc(np.maximum(rest, 0), ml)),
+                              0.0)
+            le[idx] = special.logsumexp(log_pmf + log_le, axis=1)
+            gt[idx] = special.logsumexp(log_pmf + log_gt, axis=1)
+    return le, gt
+
+
+def _step_logs(sp, eps_t, q, r_nodes, h, work="poisson"):
     """log a_t(R) and log r_t(R) at the R nodes for one step."""
     b1 = sp.b1
     log_ratio_cap = (sp.log_rate_cap - sp.log_rho) / eps_t  # |z| where the cap starts
@@ -132,8 +170,15 @@ def _step_logs(sp, eps_t, q, r_nodes, h):
         pos = np.linspace(0.0, z_cap, n_pos + 1)[1:]
         z = np.concatenate([neg, pos])
         mu = np.exp(log_base + eps_t * z)
-        f_acc = log_poisson_sf(sp.k, mu) - z / b1
-        f_rej = log_poisson_cdf(sp.k, mu) - z / b1
+        if work == "constant":
+            # reject iff #(+1) < k and N_t ≤ M_t; accept otherwise
+            mu_other = np.exp(sp.log_rho + eps_t * z) * (1.0 - q)
+            log_rej, log_gt = _log_counted(sp.k, sp.constant_work, mu, mu_other)
+            f_acc = np.logaddexp(log_poisson_sf(sp.k, mu), log_gt) - z / b1
+            f_rej = log_rej - z / b1
+        else:
+            f_acc = log_poisson_sf(sp.k, mu) - z / b1
+            f_rej = log_poisson_cdf(sp.k, mu) - z / b1
         tail_acc = math.log(b1) - z_cap / b1  # ∫_{z_cap}^∞ e^{−z/b1} dz
         tail_rej = -np.inf
     else:
@@ -151,8 +196,15 @@ def _step_logs(sp, eps_t, q, r_nodes, h):
             z = np.concatenate([z[:j], [z_forced, z_forced], z[j:]])
             forced = np.concatenate([forced[:j], [True, False], forced[j:]])
         mu = np.exp(log_base - eps_t * z)
-        f_acc = np.where(forced, -np.inf, log_poisson_cdf(sp.k, mu)) - z / b1
-        f_rej = np.where(forced, 0.0, log_poisson_sf(sp.k, mu)) - z / b1
+        if work == "constant":
+            # accept iff #(−1) < k and N_t ≤ M_t; reject otherwise
+            mu_other = np.exp(sp.log_rho - eps_t * z) * q
+            log_acc, log_gt = _log_counted(sp.k, sp.constant_work, mu, mu_other)
+            log_rej = np.logaddexp(log_poisson_sf(sp.k, mu), log_gt)
+        else:
+            log_acc, log_rej = log_poisson_cdf(sp.k, mu), log_poisson_sf(sp.k, mu)
+        f_acc = np.where(forced, -np.inf, log_acc) - z / b1
+        f_rej = np.where(forced, 0.0, log_rej) - z / b1
         tail_acc = math.log(b1) - z_hi / b1
         tail_rej = f_rej[-1] + math.log(1.0 / (1.0 / b1 + sp.k * eps_t))
     H_acc = _reverse_cumulative(_log_segments(z, f_acc), tail_acc)
@@ -165,8 +217,8 @@ def _step_logs(sp, eps_t, q, r_nodes, h):
 
 
 def exact_output_log_probabilities(p, epsilons, p_star=0.5, deltas=None, *, epsilon=1.0,
-                                   beta=0.1, gamma=1.5, theta=1.0, resolution=40,
-                                   r_range=100.0):
+                                   failure_probability=0.1, approximation=1.5, theta=1.0,
+                                   work="poisson", resolution=40, r_range=100.0):
     """Exact log-probabilities of GTM-R's outputs on mechanisms with known p_t.
 
     Parameters
@@ -180,8 +232,11 @@ def exact_output_log_probabilities(p, epsilons, p_star=0.5, deltas=None, *, epsi
         Targets p*_t.
     deltas : sequence of float, default=None
         δ_t of each mechanism (None: all 0). Mechanisms with δ_t > 0 are purified.
-    epsilon, beta, gamma, theta : float
-        Parameters of the search.
+    epsilon, failure_probability, approximation, theta : float
+        Parameters of the search: ε, β, γ and θ.
+    work : {"poisson", "constant"}, default="poisson"
+        The search's ``work`` mode (see
+        :class:`~skdptest.threshold.GeneralizedThresholdMechanism`).
     resolution : int, default=40
         Grid points per smallest length scale (min(b0, b1, 1/(ε_t √k_t))).
     r_range : float, default=100.0
@@ -210,13 +265,16 @@ def exact_output_log_probabilities(p, epsilons, p_star=0.5, deltas=None, *, epsi
     >>> round(float(np.exp(lp).sum()), 6)
     1.0
     """
+    if work not in ("poisson", "constant"):
+        raise ValueError(f"work must be 'poisson' or 'constant', got {work!r}.")
     T = len(p)
     epsilons = [float(e) for e in epsilons]
     deltas = [0.0] * T if deltas is None else [float(d) for d in deltas]
     p_stars = [float(p_star)] * T if np.ndim(p_star) == 0 else [float(v) for v in p_star]
     sps = [
         gtm_step_parameters(t + 1, epsilons[t], deltas[t], p_stars[t], epsilon=epsilon,
-                            beta=beta, gamma=gamma, theta=theta)
+                            failure_probability=failure_probability,
+                            approximation=approximation, theta=theta)
         for t in range(T)
     ]
     b0, b1 = sps[0].b0, sps[0].b1
@@ -230,7 +288,7 @@ def exact_output_log_probabilities(p, epsilons, p_star=0.5, deltas=None, *, epsi
     out = np.empty(T + 1)
     for t, sp in enumerate(sps):
         q = sp.phi + (1.0 - 2.0 * sp.phi) * float(p[t])
-        log_a, log_r = _step_logs(sp, epsilons[t], q, r_nodes, h)
+        log_a, log_r = _step_logs(sp, epsilons[t], q, r_nodes, h, work)
         out[t] = special.logsumexp(_log_segments(r_nodes, running + log_a))
         running = running + log_r
     out[T] = special.logsumexp(_log_segments(r_nodes, running))

@@ -41,25 +41,27 @@ def rr_p(bit, eps_t):
     return keep if bit > 0 else 1.0 - keep
 
 
-def law(p, eps_t, p_star=0.5, deltas=None, epsilon=EPS):
-    return exact_output_log_probabilities(p, [eps_t] * len(p), p_star, deltas, epsilon=epsilon)
+def law(p, eps_t, p_star=0.5, deltas=None, epsilon=EPS, work="poisson"):
+    return exact_output_log_probabilities(p, [eps_t] * len(p), p_star, deltas, epsilon=epsilon,
+                                          work=work)
 
 
-def max_log_ratio_rr(T, eps_t, p_star, epsilon=EPS):
+def max_log_ratio_rr(T, eps_t, p_star, epsilon=EPS, work="poisson"):
     """Randomized response: every bit vector is a data set; any two may be neighbours."""
-    laws = [law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon)
+    laws = [law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon, work=work)
             for bits in itertools.product([-1, 1], repeat=T)]
     return max(np.max(np.abs(a - b)) for a, b in itertools.combinations(laws, 2))
 
 
-def max_log_ratio_corners(gaps, eps_t, p_star=0.5, epsilon=EPS, directions=None):
+def max_log_ratio_corners(gaps, eps_t, p_star=0.5, epsilon=EPS, directions=None,
+                          work="poisson"):
     """Noisy threshold queries: X at ``gaps``, X' with every gap moved by -1, 0 or +1."""
-    base = law([lap_p(g, eps_t) for g in gaps], eps_t, p_star, epsilon=epsilon)
+    base = law([lap_p(g, eps_t) for g in gaps], eps_t, p_star, epsilon=epsilon, work=work)
     directions = directions or itertools.product([-1, 0, 1], repeat=len(gaps))
     best = 0.0
     for d in directions:
         other = law([lap_p(g + s, eps_t) for g, s in zip(gaps, d, strict=True)], eps_t, p_star,
-                    epsilon=epsilon)
+                    epsilon=epsilon, work=work)
         best = max(best, float(np.max(np.abs(base - other))))
     return best
 
@@ -100,16 +102,33 @@ def mutant(monkeypatch):
 # -- the integrator ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("p_star", [0.5, 0.99])
-def test_output_law_sums_to_one(p_star):
+@pytest.mark.parametrize("work", ["poisson", "constant"])
+@pytest.mark.parametrize("p_star, eps_t", [(0.5, 0.25), (0.99, 0.25), (0.95, 0.05)],
+                         ids=["direct", "direct-high-target", "flip"])
+def test_output_law_sums_to_one(p_star, eps_t, work):
     p = [0.1, 0.6, 0.95]
-    lp = law(p, 0.25, p_star)
+    lp = law(p, eps_t, p_star, work=work)
     assert lp.shape == (4,)
     err = abs(np.exp(lp).sum() - 1.0)
     assert err < 1e-5
     # O(h^2) quadrature error: halving the grid step divides it by about 4
-    fine = exact_output_log_probabilities(p, [0.25] * 3, p_star, resolution=80)
+    fine = exact_output_log_probabilities(p, [eps_t] * 3, p_star, resolution=80, work=work)
     assert abs(np.exp(fine).sum() - 1.0) < err / 3
+
+
+def test_constant_work_changes_the_flip_branch_law():
+    # flip branch: N_t > M_t forces a rejection where the count could have accepted, so
+    # the integrated laws of the two modes differ (the constant-work integrator is not
+    # a copy of the Poisson one); in the direct branch the forced region only adds
+    # acceptances that were already certain
+    p = [lap_p(-20.0, 0.1), lap_p(5.0, 0.1)]
+    assert params_module.gtm_step_parameters(1, 0.1, 0.0, 0.95, epsilon=EPS,
+                                             failure_probability=0.1, approximation=1.5,
+                                             theta=1.0).direction == -1
+    gap = np.max(np.abs(law(p, 0.1, 0.95) - law(p, 0.1, 0.95, work="constant")))
+    assert gap > 1e-4
+    with pytest.raises(ValueError, match="work must be 'poisson' or 'constant'"):
+        law(p, 0.1, 0.95, work="fast")
 
 
 def test_quadrature_converges():
@@ -123,19 +142,23 @@ def test_quadrature_converges():
     assert np.max(np.abs(law(p, 0.25) - fine_p)) < 1e-4
 
 
-def test_output_law_matches_the_shipped_search():
+@pytest.mark.parametrize("work, eps_t, p_star, epsilon",
+                         [("poisson", 0.25, 0.5, EPS), ("constant", 0.05, 0.5, EPS),
+                          pytest.param("constant", 0.1, 0.95, 0.5, marks=pytest.mark.slow)],
+                         ids=["poisson", "constant-direct", "constant-flip"])
+def test_output_law_matches_the_shipped_search(work, eps_t, p_star, epsilon):
     """The law integrated equals the frequencies of the shipped search (same code path)."""
-    eps_t = 0.25
     bits = [-1, -1, 1]
     mechs = [RandomizedResponse(lambda X, y, b=b: b > 0, eps_t) for b in bits]
-    expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, 0.5))
+    expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon,
+                          work=work))
     rng = np.random.default_rng(12345)
     n = 3000
     counts = np.zeros(4)
     X = np.zeros((1, 1))
     for _ in range(n):
-        i = _search(mechs, [(eps_t, 0.0)] * 3, [0.5] * 3, X, None, rng, epsilon=EPS,
-                    beta=0.1, gamma=1.5, theta=1.0)
+        i = _search(mechs, [(eps_t, 0.0)] * 3, [p_star] * 3, X, None, rng, epsilon=epsilon,
+                    failure_probability=0.1, approximation=1.5, theta=1.0, work=work)
         counts[3 if i is None else i] += 1
     keep = expected * n >= 5
     obs = np.append(counts[keep], counts[~keep].sum())
@@ -163,24 +186,48 @@ def test_threshold_queries_at_corners_are_private_and_the_check_is_tight():
     assert worst >= 0.95 * EPS
 
 
-def test_threshold_queries_flip_branch_are_private():
-    assert max_log_ratio_corners((-2.0, 6.0), 0.25, p_star=0.95) <= EPS + TOL
+@pytest.mark.parametrize("work", ["poisson", pytest.param("constant", marks=pytest.mark.slow)])
+def test_threshold_queries_flip_branch_are_private(work):
+    # eps_t / eps = 0.1 with p* = 0.95 takes the flip branch (s = -1)
+    sp = params_module.gtm_step_parameters(1, 0.1, 0.0, 0.95, epsilon=EPS,
+                                           failure_probability=0.1, approximation=1.5,
+                                           theta=1.0)
+    assert sp.direction == -1
+    worst = max(max_log_ratio_corners((-20.0, 5.0), 0.1, p_star=0.95, work=work),
+                max_log_ratio_corners((-5.0, 15.0), 0.1, p_star=0.95, work=work))
+    assert worst <= EPS + TOL
+    assert worst >= 0.95 * EPS  # near the bound: a violation would show
+
+
+@pytest.mark.parametrize("p_star", [0.5, pytest.param(0.99, marks=pytest.mark.slow)])
+def test_constant_work_randomized_response_is_private(p_star):
+    worst = max_log_ratio_rr(3, 0.25, p_star, work="constant")
+    assert EPS * 0.95 <= worst <= EPS + TOL
+
+
+@pytest.mark.slow
+def test_slow_constant_work_threshold_queries_at_corners_are_private():
+    worst = max(max_log_ratio_corners((3.0, 8.0), 0.25, work="constant"),
+                max_log_ratio_corners((0.0, 40.0), 0.05, work="constant"))
+    assert EPS * 0.95 <= worst <= EPS + TOL
 
 
 def test_gaussian_threshold_queries_through_purification_are_private():
     assert max_log_ratio_gaussian((-1.0, 2.0), 0.25, 1e-3) <= EPS + TOL
 
 
+@pytest.mark.parametrize("work", ["poisson", pytest.param("constant", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("b0_factor, b1_factor", [(1 / 3, 1.0), (1.0, 0.5)],
                          ids=["threshold-noise-mean/3", "step-noise-mean/2"])
-def test_under_noised_mutants_are_flagged(mutant, b0_factor, b1_factor):
+def test_under_noised_mutants_are_flagged(mutant, b0_factor, b1_factor, work):
     mutant(b0_factor, b1_factor)
     # the mutant reaches the shipped search too
-    sp = params_module.gtm_step_parameters(1, 0.25, 0.0, 0.5, epsilon=EPS, beta=0.1,
-                                           gamma=1.5, theta=1.0)
+    sp = params_module.gtm_step_parameters(1, 0.25, 0.0, 0.5, epsilon=EPS,
+                                           failure_probability=0.1, approximation=1.5,
+                                           theta=1.0)
     assert sp.b0 == pytest.approx(3.0 * b0_factor) and sp.b1 == pytest.approx(3.0 * b1_factor)
-    assert max_log_ratio_corners((3.0, 8.0), 0.25) > EPS + 0.5
-    assert max_log_ratio_rr(3, 0.25, 0.5) > EPS + 0.5
+    assert max_log_ratio_corners((3.0, 8.0), 0.25, work=work) > EPS + 0.5
+    assert max_log_ratio_rr(3, 0.25, 0.5, work=work) > EPS + 0.5
 
 
 # -- slow: longer streams ------------------------------------------------------------------
