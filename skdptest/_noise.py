@@ -197,15 +197,25 @@ def _bernoulli_exp_fraction(rng, num, den):
     return (k & 1) == 1
 
 
+_TRIALS = 4
+
+
 def _count_exp_minus_one(rng, n):
     """Number of successes before the first failure of Bernoulli(exp(−1)) trials, n times:
     P(V >= j) = exp(−j)."""
+    # Trials are drawn _TRIALS at a time per element (one vectorised call instead of one per
+    # trial); V counts the leading successes, and elements with no failure yet go on.
+    # Large batches use one trial per element and round (fewer wasted trials).
+    trials = _TRIALS if n < 1000 else 1
     v = np.zeros(n, dtype=np.int64)
     active = np.arange(n)
     while active.size:
-        ok = _bernoulli_exp_fraction(rng, np.ones(active.size, dtype=np.int64), 1)
-        active = active[ok]
-        v[active] += 1
+        ok = _bernoulli_exp_fraction(
+            rng, np.ones(active.size * trials, dtype=np.int64), 1
+        ).reshape(active.size, trials)
+        leading = np.cumprod(ok, axis=1).sum(axis=1)
+        v[active] += leading
+        active = active[leading == trials]
     return v
 
 
