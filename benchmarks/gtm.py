@@ -1,7 +1,8 @@
 """Benchmark of GTM-R on the main grid of gtm.md, side by side with LT-style baselines.
 
-Grid: θ = 1, γ = 1.5, β = 0.1, ε ∈ {0.5, 1, 2}, ε_t/ε ∈ {0.02, 0.05, 0.1, 0.25},
-p* ∈ {0.01, 0.1, 0.5, 0.9, 0.99}; T = 20 mechanisms.
+Grid: θ = 1, γ = 1.5 (``approximation``), β = 0.1 (``failure_probability``),
+ε ∈ {0.5, 1, 2}, ε_t/ε ∈ {0.02, 0.05, 0.1, 0.25}, p* ∈ {0.01, 0.1, 0.5, 0.9, 0.99};
+T = 20 mechanisms.
 
 Streams (mechanisms with closed-form p_t, simulated exactly in law by Poisson
 splitting, see ``skdptest.threshold._gtm._simulate_search``):
@@ -22,6 +23,9 @@ Columns:
   ``LT19 ref`` = p*(β²/T)^{12 ε_t/ε} and ``CLN ref`` = p*β/T are the analytic
   reference lines of the rejection levels of LT19 and CLN+23;
 - ``fs``/``miss``/``delay``/``ΣN med``/``ΣN p95``: GTM's measured figures;
+- ``const fs``/``const miss``/``const ΣM med``: the same figures with
+  ``work="constant"`` (every examined step runs its public M_t evaluations;
+  ``ΣM`` = Σ_{t ≤ output} M_t is a function of the output);
 - ``bound``: Σ_{t ≤ t*} of the high-probability rate bound
   (``gtm_evaluation_bound``), and ``abstract``:
   Σ_{t ≤ t*} ln(t/β)/(γ − 1)² · max(Λ_t/p*, 1/(1 − p*)) (the abstract's
@@ -62,19 +66,23 @@ T, T_STAR = 20, 10
 
 def gtm_cell(eps, ratio, p_star, reps, rng):
     eps_t = ratio * eps
-    kw = dict(epsilon=eps, beta=BETA, gamma=GAMMA, theta=THETA)
+    kw = dict(epsilon=eps, failure_probability=BETA, approximation=GAMMA, theta=THETA)
     p_bar = [max(gtm_p_bar(t + 1, eps_t, p_star, exact=True, **kw), 0.0) for t in range(T)]
     sim = dict(p_stars=[p_star] * T, epsilons=[eps_t] * T, deltas=[0.0] * T, n_reps=reps,
                rng=rng, **kw)
     acc_null, _ = _simulate_search(p_bar, **sim)
     step = p_bar[:T_STAR - 1] + [p_star] * (T - T_STAR + 1)
     acc, runs = _simulate_search(step, **sim)
+    # constant-work mode on the same streams: public M_t evaluations per examined step
+    acc_c_null, _ = _simulate_search(p_bar, work="constant", **sim)
+    acc_c, work_c = _simulate_search(step, work="constant", **sim)
     t_star = T_STAR - 1  # 0-based
     detected = acc >= t_star
     bound = sum(gtm_evaluation_bound(t, eps_t, p_star, **kw) for t in range(1, T_STAR + 1))
     abstract = sum(
         math.log(t / BETA) / (GAMMA - 1) ** 2
-        * max(gtm_lambda(t, eps_t, epsilon=eps, beta=BETA, theta=THETA) / p_star,
+        * max(gtm_lambda(t, eps_t, epsilon=eps, failure_probability=BETA, theta=THETA)
+              / p_star,
               1 / (1 - p_star))
         for t in range(1, T_STAR + 1)
     )
@@ -88,6 +96,9 @@ def gtm_cell(eps, ratio, p_star, reps, rng):
         "runs_p95": float(np.quantile(runs, 0.95)),
         "bound": bound,
         "abstract": abstract,
+        "const_fs": float(np.mean(acc_c_null >= 0)),
+        "const_miss": float(np.mean((acc_c > t_star) | (acc_c < 0))),
+        "const_work_med": float(np.median(work_c)),
     }
 
 
@@ -138,9 +149,10 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     start = time.time()
     head = ["eps", "eps_t/eps", "p*", "p̄_T", "LT19 ref", "CLN ref", "fs", "miss", "delay",
-            "ΣN med", "ΣN p95", "bound", "abstract", "seqLT fs", "seqLT miss",
-            "seqLT ΣN med", "seqLT ΣN p95"]
-    print(f"GTM-R main grid: theta={THETA}, gamma={GAMMA}, beta={BETA}, T={T}, "
+            "ΣN med", "ΣN p95", "bound", "abstract", "const fs", "const miss", "const ΣM med",
+            "seqLT fs", "seqLT miss", "seqLT ΣN med", "seqLT ΣN p95"]
+    print(f"GTM-R main grid: theta={THETA}, approximation={GAMMA}, "
+          f"failure_probability={BETA}, T={T}, "
           f"t*={T_STAR}, {args.reps} repetitions per cell\n")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -156,7 +168,8 @@ def main(argv=None):
                        lt19_reference_p_bar(T, p_star, BETA, ratio * eps, eps),
                        cln23_reference_p_bar(T, p_star, BETA), g["fs"], g["miss"],
                        g["delay"], g["runs_med"], g["runs_p95"], g["bound"], g["abstract"],
-                       s["fs"], s["miss"], s["runs_med"], s["runs_p95"]]
+                       g["const_fs"], g["const_miss"], g["const_work_med"], s["fs"],
+                       s["miss"], s["runs_med"], s["runs_p95"]]
                 print("| " + " | ".join(fmt(float(v)) for v in row) + " |", flush=True)
     print(f"\nsequential LT level p*β²/T; its pure privacy loss is not bounded by ε "
           f"(approximately DP only). Elapsed {time.time() - start:.0f} s.")
