@@ -11,14 +11,14 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 import skdptest.kernel._hsic as hsic_mod
 from skdptest import DPHSICTest, PrivacyBudget
+from skdptest._permutation import permutation_noise
+from skdptest._validation import check_generator
 from skdptest.kernel._hsic import (
     draw_permutations,
     hsic_permutation_statistics,
     hsic_sensitivity,
     permutation_traces,
 )
-from skdptest._permutation import permutation_noise
-from skdptest._validation import check_generator
 from skdptest.kernel._kernels import resolve_kernel
 from tests.kernel.test_mmd import noise_audit
 
@@ -216,14 +216,14 @@ def test_noise_scale_used_by_fit():
     # law; a halved noise is rejected.
     X, y = data(30, seed=4, dep=3.0)
     kx, ky = _kernels(X, y[:, None], 0.5, 1.0)
-    est = DPHSICTest(epsilon=2.0, delta=0.2, n_permutations=1)
+    est = DPHSICTest(epsilon=6.0, delta=0.2, n_permutations=1)
     res = est.set_params(random_state=0).fit(X, y).result_
     delta_ = hsic_sensitivity(30, math.sqrt(2), math.sqrt(2))
     assert delta_ == pytest.approx(4 * 29 / 900)
     eta = hsic_mod.hsic_abs_error(30, 1.0, 1.0, math.sqrt(2), math.sqrt(2))
     assert res.sensitivity == pytest.approx(delta_) and res.abs_error == eta
-    assert res.noise == permutation_noise(delta_, 2.0, 0.2, abs_error=eta)
-    laplace = laplace_scale(delta_ + 2 * eta, 2.0, 0.2)
+    assert res.noise == permutation_noise(delta_, 6.0, 0.2, abs_error=eta)
+    laplace = laplace_scale(delta_ + 2 * eta, 6.0, 0.2)
     assert laplace <= res.noise_scale <= 1.005 * laplace
 
     def fit_pvalue(seed):
@@ -420,9 +420,10 @@ def test_forced_refinement_still_equals_float64(monkeypatch, safety):
         refined = seen["refined"]
         assert len(refined) == len(set(refined)) and min(refined) >= 1
         if safety == 1e12:
-            # no comparison is decided by an upper end; with the discrete noise on
-            # its grid, about 40 % are decided by a lower end (noise alone exceeds)
-            assert len(refined) >= 150
+            # no comparison is decided by an upper end; the lower ends (0) decide
+            # those where the noise alone reaches the noisy observed statistic
+            # (most of them at these sizes with the grid-floored discrete noise)
+            assert len(refined) >= 20
         else:  # some comparisons decided by the enclosures, some refined
             assert 20 <= len(refined) <= 200
 

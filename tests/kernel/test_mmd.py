@@ -10,7 +10,7 @@ from scipy import stats
 from sklearn.metrics.pairwise import rbf_kernel
 
 import skdptest.kernel._mmd as mmd_mod
-from skdptest import BudgetExceededError, DPMMDTest, PermutationTestResult, PrivacyBudget
+from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
 from skdptest._permutation import permutation_noise
 from skdptest._validation import check_generator
 from skdptest.kernel._kernels import resolve_kernel
