@@ -440,7 +440,7 @@ def _fit_views(make_estimator, X, y, seeds, view):
     for seed in seeds:
         est = make_estimator(int(seed))
         est = est.fit(X) if y is None else est.fit(X, y)
-        views.append(view(est))
+        views.append(_canonical(view(est)))  # exact encoding of a custom view too
         eps = getattr(getattr(est, "result_", None), "epsilon", None)
         if isinstance(eps, numbers.Real) and not isinstance(eps, bool):
             claimed.append(float(eps))

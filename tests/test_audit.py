@@ -289,3 +289,284 @@ def test_float_check_validates_its_parameters():
         attainable_floats_differ(v, v, epsilon=1.0, grid=1.0, offset=math.nan)
     with pytest.raises(TypeError, match="values1 must be a 1-D array of floats"):
         attainable_floats_differ(v, np.zeros(10, dtype=int), epsilon=1.0)
+
+
+# ---------------------------------------------------------------------------
+# Slow: the shipped estimators on worst-case neighbours, and the mutants
+# ---------------------------------------------------------------------------
+N_TRIALS = 1500  # per data set; about 5-10 ms per fit
+
+
+class _SumAtLeast:
+    """Public bit function: at least ``k`` ones in column 0 (flips on one row)."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, X, y):
+        return float(np.sum(X[:, 0])) >= self.k
+
+    def __repr__(self):
+        return f"_SumAtLeast({self.k})"
+
+
+def _worst_cases():
+    """(factory(seed), X0, X1, y0, y1) per estimator; neighbours by replacing one row."""
+    import skdptest as s
+    from skdptest.threshold import RandomizedResponse
+
+    null, alt = stats.bernoulli(0.3), stats.bernoulli(0.6)
+    # e-values: one row moved from the null's most likely value (0) to its least (1).
+    b0 = np.zeros((20, 1))
+    b1 = b0.copy()
+    b1[0] = 1.0
+    rng = np.random.default_rng(0)
+    # MMD: one row of group 1 moved far away.
+    m0 = rng.normal(size=(20, 1))
+    m1 = m0.copy()
+    m1[-1] = 50.0
+    groups = np.repeat([0, 1], 10)
+    # HSIC: one (x, y) pair changed to an extreme, aligned pair.
+    h0, hy0 = rng.normal(size=(20, 1)), rng.normal(size=20)
+    h1, hy1 = h0.copy(), hy0.copy()
+    h1[0], hy1[0] = 50.0, 50.0
+    # GTM: the mechanisms' bit flips when one row of X goes from 0 to 1.
+    g0 = np.r_[np.ones(9), np.zeros(11)][:, None]
+    g1 = g0.copy()
+    g1[-1] = 1.0
+    mechs = [RandomizedResponse(_SumAtLeast(10), 0.25), RandomizedResponse(_SumAtLeast(10), 0.25)]
+    return {
+        "PrivateEValueTest": (lambda r: s.PrivateEValueTest(
+            null=null, alternative=alt, statistic="exact", random_state=r), b0, b1, None, None),
+        "PrivateEProcess": (lambda r: s.PrivateEProcess(
+            null=null, alternative=alt, random_state=r), b0, b1, None, None),
+        "DPMMDTest": (lambda r: s.DPMMDTest(n_permutations=19, random_state=r),
+                      m0, m1, groups, groups),
+        "DPHSICTest": (lambda r: s.DPHSICTest(n_permutations=19, random_state=r),
+                       h0, h1, hy0, hy1),
+        "GeneralizedThresholdMechanism": (lambda r: s.GeneralizedThresholdMechanism(
+            mechanisms=mechs, random_state=r), g0, g1, None, None),
+    }
+
+
+def _audit(name, make=None, **kw):
+    factory, X0, X1, y0, y1 = _worst_cases()[name]
+    return epsilon_lower_bound(make or factory, X0, X1, y0=y0, y1=y1, n_trials=N_TRIALS,
+                               random_state=7, **kw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["PrivateEValueTest", "PrivateEProcess", "DPMMDTest",
+                                  "DPHSICTest", "GeneralizedThresholdMechanism"])
+def test_shipped_estimators_pass_the_audit(name):
+    r = _audit(name)
+    assert r.claimed_epsilon == 1.0
+    assert not r.contradicted, r
+
+
+def _halve_noise(monkeypatch):
+    """Patch every skdptest module's reference to a noise sampler to use half the noise.
+
+    Only the references held by the callers are replaced (``_noise`` itself is left
+    alone, so a sampler that delegates to another is not halved twice). Returns the
+    names of the modules patched.
+    """
+    import sys
+
+    from skdptest import _noise
+
+    halved = {
+        _noise.laplace: lambda rng, scale, size=None: _noise.laplace(rng, scale / 2, size),
+        _noise.exponential: lambda rng, mean, size=None: _noise.exponential(rng, mean / 2, size),
+        _noise.discrete_laplace: lambda rng, rate, size=None: _noise.discrete_laplace(
+            rng, 2 * rate, size),
+        _noise.two_sided_geometric: lambda rng, rate, size=None: _noise.two_sided_geometric(
+            rng, 2 * rate, size),
+    }
+    patched = []
+    for mod_name, mod in list(sys.modules.items()):
+        if not mod_name.startswith("skdptest.") or mod_name in ("skdptest._noise",
+                                                                 "skdptest.audit"):
+            continue
+        for attr, value in list(vars(mod).items()):
+            if callable(value) and value in halved:
+                monkeypatch.setattr(mod, attr, halved[value])
+                patched.append(f"{mod_name}.{attr}")
+    return patched
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["PrivateEValueTest", "PrivateEProcess"])
+def test_mutant_halved_noise_is_caught(monkeypatch, name):
+    _worst_cases()  # import the estimators' modules before patching them
+    patched = _halve_noise(monkeypatch)
+    family = "skdptest.evalue."
+    assert any(p.startswith(family) for p in patched), patched  # the mutant is not vacuous
+    r = _audit(name)
+    assert r.contradicted, r
+
+
+@dataclass(frozen=True)
+class _PermResult:
+    pvalue: float
+    epsilon: float
+    noisy_statistic: float | None = None
+
+
+class _MockPermutationTest:
+    """A tiny DP permutation test, with an optional leak of the noisy statistic.
+
+    Statistic: the mean of X (sensitivity 1/n, the same for every relabelling), each
+    of the B + 1 statistics with its own Laplace(1/(n ε)) noise; the p-value ranks
+    the observed noisy statistic, and is ε-DP (the permutation theorem). The mutant
+    also releases T_0 + N_0, which shares N_0 with the p-value: (p, T_0 + N_0) gives
+    away N_0's rank, hence T_0 far beyond ε.
+    """
+
+    def __init__(self, leak=False, n_permutations=199, epsilon=1.0, random_state=None):
+        self.leak, self.n_permutations = leak, n_permutations
+        self.epsilon, self.random_state = epsilon, random_state
+
+    def fit(self, X):
+        rng = np.random.default_rng(self.random_state)
+        X = np.asarray(X, dtype=float)
+        t = X.mean()
+        noisy = t + rng.laplace(0.0, 1.0 / (X.shape[0] * self.epsilon), self.n_permutations + 1)
+        pvalue = (1 + np.count_nonzero(noisy[1:] >= noisy[0])) / (self.n_permutations + 1)
+        self.result_ = _PermResult(float(pvalue), self.epsilon,
+                                   float(noisy[0]) if self.leak else None)
+        return self
+
+
+def _denoise_view(est):
+    """Attacker's post-processing: T_0 + N_0 minus the noise quantile its rank implies."""
+    r = est.result_
+    rank = (1.0 - r.pvalue) + 0.5 / (est.n_permutations + 1)  # P(N_i < N_0) estimate
+    scale = 1.0 / (10 * r.epsilon)
+    return (r.noisy_statistic - stats.laplace.ppf(rank, scale=scale),)
+
+
+@pytest.mark.slow
+def test_mutant_noisy_statistic_released_with_the_pvalue_is_caught():
+    X0, X1 = np.zeros((10, 1)), np.r_[np.ones(1), np.zeros(9)][:, None]
+    honest = epsilon_lower_bound(lambda r: _MockPermutationTest(random_state=r), X0, X1,
+                                 n_trials=N_TRIALS, random_state=0)
+    assert honest.claimed_epsilon == 1.0 and not honest.contradicted
+    leaky = epsilon_lower_bound(lambda r: _MockPermutationTest(leak=True, random_state=r),
+                                X0, X1, n_trials=N_TRIALS, random_state=0, view=_denoise_view)
+    assert leaky.contradicted, leaky
+
+
+class _FloatLaplaceMean:
+    """Mutant: the mean of X plus textbook float Laplace noise (x + rng.laplace)."""
+
+    def __init__(self, epsilon=1.0, random_state=None):
+        self.epsilon, self.random_state = epsilon, random_state
+
+    def fit(self, X):
+        X = np.asarray(X, dtype=float)
+        rng = np.random.default_rng(self.random_state)
+        self.result_ = _PermResult(float(X.mean() + rng.laplace(0.0, 1 / (3 * self.epsilon))),
+                                   self.epsilon)
+        return self
+
+
+@pytest.mark.slow
+def test_mutant_float_laplace_release_is_caught_by_its_bits():
+    # Neighbours: means 0 and 1/3 (one of three rows from 0 to 1), sensitivity 1/3.
+    X0, X1 = np.zeros((3, 1)), np.array([[1.0], [0.0], [0.0]])
+    seeds = np.random.default_rng(0).integers(0, 2**32, size=(2, 4000))
+    v0 = np.array([_FloatLaplaceMean(random_state=s).fit(X0).result_.pvalue for s in seeds[0]])
+    v1 = np.array([_FloatLaplaceMean(random_state=s).fit(X1).result_.pvalue for s in seeds[1]])
+    r = attainable_floats_differ(v0, v1, epsilon=1.0, random_state=0)
+    assert r.flagged and r.epsilon_lb > 1.0
+
+
+@pytest.mark.slow
+def test_mutant_noise_from_numpy_global_state_is_caught():
+    import skdptest as s
+
+    def shipped(seed):
+        np.random.seed(0)  # noqa: NPY002 - the shipped estimator must ignore this state
+        return s.DPMMDTest(n_permutations=19, random_state=None)
+
+    def mutant(seed):
+        np.random.seed(0)  # noqa: NPY002 - the mutant is seeded from it
+        return s.DPMMDTest(n_permutations=19, random_state=np.random.randint(2**31))  # noqa: NPY002
+
+    r_shipped = _audit("DPMMDTest", make=shipped)
+    assert not r_shipped.contradicted, r_shipped
+    r_mutant = _audit("DPMMDTest", make=mutant)
+    assert r_mutant.contradicted and r_mutant.epsilon_lb > 5.0, r_mutant
+    assert r_mutant.counts[0] == r_mutant.counts[1]  # every release on X0 is the same
+
+
+@pytest.mark.slow
+def test_mutant_epsilon_changed_mid_stream_is_refused():
+    import skdptest as s
+
+    proc = s.PrivateEProcess(null=stats.bernoulli(0.3), alternative=stats.bernoulli(0.6),
+                             epsilon=1.0, random_state=0)
+    proc.partial_fit(np.zeros((10, 1)))
+    proc.set_params(epsilon=100.0)
+    # If this went through, the next batches' noise would be 100 times smaller.
+    with pytest.raises(s.InvalidParameterError, match="epsilon changed while a stream"):
+        proc.partial_fit(np.zeros((10, 1)))
+
+
+class _Counting:
+    """Wraps a threshold mechanism and counts its evaluations (public only in tests)."""
+
+    def __init__(self, mechanism, counter):
+        self.mechanism, self.counter = mechanism, counter
+        self.epsilon, self.delta = mechanism.epsilon, getattr(mechanism, "delta", 0.0)
+
+    def sample(self, X, y, size, rng):
+        self.counter[0] += int(size)
+        return self.mechanism.sample(X, y, size, rng)
+
+    def __repr__(self):
+        return f"_Counting({self.mechanism!r})"
+
+
+def _gtm_evaluations(work, n=600):
+    """(accepted, evaluations) of n GTM fits on each neighbour, with counted mechanisms."""
+    import skdptest as s
+
+    factory, X0, X1, _, _ = _worst_cases()["GeneralizedThresholdMechanism"]
+    base = factory(0).mechanisms
+    out = []
+    for k, X in enumerate((X0, X1)):
+        side = []
+        for seed in range(n):
+            counter = [0]
+            est = s.GeneralizedThresholdMechanism(
+                mechanisms=[_Counting(m, counter) for m in base], work=work,
+                random_state=10_000 * k + seed).fit(X)
+            side.append((est.result_.accepted, counter[0]))
+        out.append(side)
+    return out
+
+
+@pytest.mark.slow
+def test_gtm_constant_work_evaluation_counts_follow_the_released_index():
+    import skdptest as s
+
+    if "work" not in s.GeneralizedThresholdMechanism().get_params():
+        pytest.skip("GeneralizedThresholdMechanism has no work='constant' mode yet")
+    side0, side1 = _gtm_evaluations("constant")
+    # The evaluation count is a function of the released index, on both neighbours...
+    law = {}
+    for accepted, evals in side0 + side1:
+        law.setdefault(accepted, set()).add(evals)
+    assert all(len(v) == 1 for v in law.values()), law
+    # ...so its joint law with the index is no more revealing than the index.
+    r = epsilon_lower_bound_from_samples(side0, side1, random_state=0, claimed_epsilon=1.0)
+    assert not r.contradicted, r
+    # The default Poisson mode (an observer of the work learns the secret rate) is
+    # the counter-example: the same index comes with many evaluation counts.
+    p0, p1 = _gtm_evaluations("poisson", n=100)
+    counts = {}
+    for accepted, evals in p0 + p1:
+        counts.setdefault(accepted, set()).add(evals)
+    assert max(len(v) for v in counts.values()) > 1
