@@ -752,6 +752,12 @@ class DPMMDTest(BasePrivateTest):
 
     def _plan(self, params, X, y):
         kind = type_of_target(y)
+        if kind == "unknown":
+            raise ValueError(
+                f"Unknown label type: DPMMDTest needs discrete group labels y (got an "
+                f"array of dtype {np.asarray(y).dtype} that holds neither numbers nor "
+                "strings)."
+            )
         if kind not in ("binary", "multiclass"):
             raise _two_sample_error(
                 f"DPMMDTest needs discrete group labels y; got {kind} values (a second "
