@@ -3,7 +3,7 @@
 Methods (all at level alpha = 0.05, B random permutations, one set of B + 1
 non-private statistics per repetition shared by the methods, each method
 adding its own noise with the shipped framework
-``skdptest.kernel._permutation.dp_permutation_pvalue``):
+``skdptest._permutation.dp_permutation_pvalue``):
 
 - ``dp``: the shipped statistic (sqrt of the V-statistic MMD^2 or HSIC_b),
   independent Laplace noise of scale 2 Delta / epsilon on each of the B + 1
@@ -38,10 +38,14 @@ import time
 import numpy as np
 from sklearn.metrics.pairwise import rbf_kernel
 
+from skdptest._permutation import dp_permutation_pvalue
 from skdptest.kernel._hsic import hsic_permutation_statistics, hsic_sensitivity
 from skdptest.kernel._kernels import resolve_kernel
-from skdptest.kernel._mmd import mmd_permutation_statistics, mmd_sensitivity
-from skdptest.kernel._permutation import dp_permutation_pvalue
+from skdptest.kernel._mmd import (
+    draw_assignments,
+    mmd_permutation_statistics,
+    mmd_sensitivity,
+)
 
 ALPHA = 0.05
 
@@ -102,11 +106,9 @@ def mmd_v_and_u(X, Y, n_perm, rng):
     """B + 1 V-statistic sqrt(MMD_b^2) and U-statistic MMD^2_u, same relabellings."""
     Z = np.vstack([X, Y])
     m, n = len(X), len(Y)
-    N = m + n
-    S = np.empty((n_perm + 1, N))
-    S[:] = np.r_[np.ones(m), np.zeros(n)]
-    rng.permuted(S[1:], axis=1, out=S[1:])
-    S = S.T
+    # the shipped relabellings (draw_assignments), so both statistics see the same ones
+    codes = np.repeat([0, 1], [m, n])
+    S = (draw_assignments(codes, n_perm, rng) == 0).astype(np.float64).T
     K = rbf_kernel(Z)
     KS = K @ S
     r = K.sum(axis=1)
@@ -132,7 +134,7 @@ def check_against_shipped(rng_seed=0):
 
 
 def _reject(stats_, sensitivity, epsilon, rng):
-    return dp_permutation_pvalue(stats_, sensitivity, epsilon, 0.0, rng)[1] <= ALPHA
+    return dp_permutation_pvalue(stats_, sensitivity, epsilon, 0.0, rng).pvalue <= ALPHA
 
 
 def power_mmd(setting, n, eps_grid, reps, n_perm, seed):
