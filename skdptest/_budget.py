@@ -15,8 +15,9 @@ File format (``PRAGMA user_version = 1``)
 -----------------------------------------
 ``PRAGMA application_id`` is :data:`LEDGER_APPLICATION_ID` (``0x534B4450``, the
 ASCII bytes ``"SKDP"``). Table ``totals`` holds exactly one row: the ledger's
-random id, the totals allowed (ε, δ), the *exact* sums spent (as integers in
-units of 2**-1074, the smallest float64 step, so no rounding accumulates), the
+random id, the totals allowed (ε, δ), the *exact* sums spent (integers in
+units of 2**-1074, the smallest float64 step, so no rounding accumulates; stored as
+``"<odd hex mantissa>p<exponent>"``), the
 number of entries, the head of a SHA-256 hash chain over the entries, and a
 SHA-256 digest of all of these. Table ``spends`` holds the entries, each with its
 link of the hash chain. A spend reads and rewrites only the ``totals`` row, so it
@@ -209,6 +210,25 @@ def _from_units(units):
     return units / _ONE
 
 
+def _format_units(units):
+    # Canonical and compact: "<odd mantissa in lowercase hex>p<binary exponent>", or
+    # "0". Written in full, the integer would be ~270 hex digits, most of them zeros
+    # that random damage could change without changing the float total.
+    if units == 0:
+        return "0"
+    exponent = (units & -units).bit_length() - 1
+    return f"{units >> exponent:x}p{exponent}"
+
+
+def _parse_units(text):
+    """Inverse of :func:`_format_units`; ``ValueError`` unless ``text`` is canonical."""
+    mantissa, _, exponent = text.partition("p")
+    units = int(mantissa, 16) << int(exponent) if exponent else int(mantissa, 16)
+    if _format_units(units) != text or units < 0:
+        raise ValueError(f"not a canonical exact sum: {text!r}")
+    return units
+
+
 def _sha256(*fields):
     return hashlib.sha256(_SEP.join(fields).encode("utf-8")).hexdigest()
 
@@ -250,8 +270,8 @@ class _State:
             self.ledger_id,
             self.epsilon.hex(),
             self.delta.hex(),
-            format(self.spent_epsilon, "x"),
-            format(self.spent_delta, "x"),
+            _format_units(self.spent_epsilon),
+            _format_units(self.spent_delta),
             str(self.n_entries),
             self.head,
         )
@@ -261,8 +281,8 @@ class _State:
             self.ledger_id,
             self.epsilon,
             self.delta,
-            format(self.spent_epsilon, "x"),
-            format(self.spent_delta, "x"),
+            _format_units(self.spent_epsilon),
+            _format_units(self.spent_delta),
             self.n_entries,
             self.head,
             self.digest(),
@@ -597,7 +617,9 @@ class PrivacyBudget:
         if not all(type(v) is t for v, t in zip(row, types, strict=True)):
             raise corrupted
         try:
-            state = _State(ledger_id, eps, delta, int(spent_e, 16), int(spent_d, 16), n, head)
+            state = _State(
+                ledger_id, eps, delta, _parse_units(spent_e), _parse_units(spent_d), n, head
+            )
         except ValueError:
             raise corrupted from None
         if state.digest() != digest:

@@ -618,7 +618,14 @@ def test_file_whose_totals_were_rewritten_is_refused_by_live_handles(tmp_path):
             "SELECT ledger_id, epsilon, delta, spent_epsilon, spent_delta, n_entries, head "
             "FROM totals"
         ).fetchone()
-        state = _budget._State(row[0], 100.0, row[2], int(row[3], 16), int(row[4], 16), *row[5:])
+        state = _budget._State(
+            row[0],
+            100.0,
+            row[2],
+            _budget._parse_units(row[3]),
+            _budget._parse_units(row[4]),
+            *row[5:],
+        )
         con.execute(
             "UPDATE totals SET epsilon = ?, digest = ? WHERE id = 1", (100.0, state.digest())
         )
@@ -757,39 +764,71 @@ def test_edited_entries_are_detected(tmp_path, sql, match):
         budget.spend(0.3)
 
 
-def _corrupt(data, rng):
-    data = bytearray(data)
-    for offset in rng.integers(0, len(data), size=int(rng.integers(1, 9))):
-        data[offset] = int(rng.integers(0, 256))
-    return bytes(data)
+def _random_bytes(seeds):
+    """Corruptions: 1 to 8 bytes changed at random offsets of the whole file, per seed."""
+
+    def make(original, totals_row):
+        for seed in seeds:
+            rng = np.random.default_rng(seed)
+            data = bytearray(original)
+            offsets = rng.choice(len(data), size=int(rng.integers(1, 9)), replace=False)
+            for offset in offsets:  # distinct offsets, each changed to another value
+                data[offset] ^= int(rng.integers(1, 256))
+            yield bytes(data)
+
+    return make
 
 
-def _run_corruption_trials(tmp_path, seeds):
-    """Overwrite random bytes of a ledger; it must refuse or account exactly as before."""
+def _bit_flips(seed, all_bits=False):
+    """Corruptions: one flipped bit (seeded; or each of the 8) in each byte of the totals row.
+
+    The totals row is the only part of the file a spend reads, and a small one: uniform
+    offsets rarely land there. Bit flips keep hex digits valid often enough that a ledger
+    without its digest check fails this sweep.
+    """
+
+    def make(original, totals_row):
+        rng = np.random.default_rng(seed)
+        for offset in range(*totals_row):
+            for bit in range(8) if all_bits else [int(rng.integers(0, 8))]:
+                data = bytearray(original)
+                data[offset] ^= 1 << bit
+                yield bytes(data)
+
+    return make
+
+
+def _run_corruption_trials(tmp_path, corruptions):
+    """Corrupt a ledger in many ways; each must be refused or account exactly as before."""
     path = tmp_path / "ledger.sqlite"
     budget = PrivacyBudget(epsilon=1.0, delta=1e-6, path=path)
     for i in range(6):
         budget.spend(0.1, 1e-8 * (i % 2), label=f"release {i}")
     original, spent0, entries0 = path.read_bytes(), budget.spent, budget.ledger
     after = (math.fsum([spent0[0], 0.1]), spent0[1])
+    with sqlite3.connect(path) as con:
+        ledger_id, digest = con.execute("SELECT ledger_id, digest FROM totals").fetchone()
+    con.close()
+    end = original.index(digest.encode()) + len(digest)
+    totals_row = (original.rindex(ledger_id.encode(), 0, end) - 16, end)
     outcomes = Counter()
-    for seed in seeds:
-        corrupted = _corrupt(original, np.random.default_rng(seed))
+    for corrupted in corruptions(original, totals_row):
+        assert corrupted != original
         # Once through the live handle (O(1) spend, verified totals row only) and once
         # through a reopen (which verifies every entry too).
         for reopen in (False, True):
             path.write_bytes(corrupted)
             try:
                 handle = PrivacyBudget(epsilon=1.0, delta=1e-6, path=path) if reopen else budget
-                assert handle.spent == spent0, seed
+                assert handle.spent == spent0, outcomes.total()
                 handle.spend(0.1, label="after corruption")
-                assert handle.spent == after, seed
+                assert handle.spent == after, outcomes.total()
                 try:
                     entries = handle.ledger
                 except LedgerError:
                     outcomes["entries refused"] += 1
                 else:
-                    assert entries[:-1] == entries0, seed
+                    assert entries[:-1] == entries0, outcomes.total()
                     assert entries[-1].label == "after corruption"
                 outcomes["accounting intact"] += 1
             except LedgerError as exc:
@@ -799,18 +838,27 @@ def _run_corruption_trials(tmp_path, seeds):
 
 
 def test_random_corruption_never_changes_the_total(tmp_path):
-    outcomes = _run_corruption_trials(tmp_path, range(200))
+    outcomes = _run_corruption_trials(tmp_path, _random_bytes(range(200)))
+    assert outcomes["refused"] + outcomes["accounting intact"] == 400
     # Both outcomes occur, so the check can tell them apart (and could fail).
     assert outcomes["refused"] > 50
     assert outcomes["accounting intact"] > 50
-    assert outcomes["refused"] + outcomes["accounting intact"] == 400
+
+
+def test_bit_flips_in_the_totals_row_never_change_the_total(tmp_path):
+    outcomes = _run_corruption_trials(tmp_path, _bit_flips(seed=0))
+    assert outcomes["refused"] + outcomes["accounting intact"] >= 2 * 200
+    assert outcomes["refused"] > 200
 
 
 @pytest.mark.slow
 def test_random_corruption_never_changes_the_total_many_trials(tmp_path):
-    outcomes = _run_corruption_trials(tmp_path, range(200, 5200))
-    assert outcomes["refused"] + outcomes["accounting intact"] == 10_000
-    assert outcomes["entries refused"] > 0
+    (tmp_path / "bytes").mkdir()
+    (tmp_path / "bits").mkdir()
+    outcomes = _run_corruption_trials(tmp_path / "bytes", _random_bytes(range(200, 3200)))
+    assert outcomes["refused"] + outcomes["accounting intact"] == 6000
+    outcomes = _run_corruption_trials(tmp_path / "bits", _bit_flips(seed=1, all_bits=True))
+    assert outcomes["refused"] > 8 * 200
 
 
 # -- storage errors ---------------------------------------------------------------------
