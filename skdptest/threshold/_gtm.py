@@ -351,8 +351,10 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
     e^{1/b0 + 2/b1} = e^ε. In constant-work mode a step with N_t > M_t is
     forced (accepted when s = +1, rejected when s = −1): its rejection event
     is a down-set (s = +1) or up-set (s = −1) of the two independent Poisson
-    counts of +1 and −1 outputs, whose means λ_t q_t and λ_t (1 − q_t) both
-    move monotonically with w_t, so the same coupling applies. Both modes are
+    counts of +1 and −1 outputs, with means λ_t q_t and λ_t (1 − q_t). A
+    neighbour moves each of q_t and 1 − q_t by a factor at most e^{ε_t} (pure
+    ε_t-DP on both outputs), which the coupling's factor e^{±ε_t} on λ_t
+    compensates for both means at once, so the same coupling applies. Both modes are
     checked exactly (numerical integration of the output law,
     :func:`exact_output_log_probabilities`) in the tests, where the bound is
     attained to quadrature precision and under-noised variants are flagged.
