@@ -309,12 +309,14 @@ def _odd_cases():
         for kind in ODD:
             marks = []
             if kind == "categorical strings" and name == "GeneralizedThresholdMechanism":
-                marks = [pytest.mark.xfail(strict=True, reason=_CAT_AFTER_CHARGE)]
+                marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
+                                           reason=_CAT_AFTER_CHARGE)]
             elif kind == "categorical strings" and name in ("PrivateEValueTest",
                                                              "PrivateEProcess"):
-                marks = [pytest.mark.xfail(strict=True, reason=_CAT_UNCLEAR.format(name))]
+                marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
+                                           reason=_CAT_UNCLEAR.format(name))]
             elif kind == "datetime64" and name in ("PrivateEValueTest", "PrivateEProcess"):
-                marks = [pytest.mark.xfail(strict=True,
+                marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
                                            reason=_DATETIME_UNCLEAR.format(name))]
             yield pytest.param(name, kind, marks=marks, id=f"{name}-{kind}")
 
@@ -477,7 +479,7 @@ INVALID = {
 #: valid but extreme: must be released finite or refused clearly, never crash
 EXTREME = {
     "epsilon": [1e308, 1e6, 1e-300, 5e-324],
-    "alpha": [1e-300, 1 - 1e-16],
+    "alpha": [1e-300, 1e-297, 1 - 1e-16],
     "random_state": [2**32 - 1, np.int64(7), np.random.default_rng(3)],
 }
 
@@ -526,17 +528,30 @@ _ALPHA_TINY_GTM = (
     "ValueError naming failure_probability)."
 )
 
+_GTM_TINY_ALPHAS = (
+    _ALPHA_TINY_GTM.format("1e-300") + " And failure_probability=1.47e-297 is refused "
+    "with InvalidParameterError('mechanisms[0]: epsilon_t=0.05 is too large for "
+    "epsilon=1 (the step could need about 1.59e+96 runs); lower epsilon_t/epsilon.'), "
+    "which blames epsilon_t/epsilon and does not name failure_probability, the cause."
+)
+
 
 def _extreme_mark(name, param, value):
     xfail = pytest.mark.xfail
     if param == "epsilon":
         if value >= 1e6 and name in ("PrivateEValueTest", "PrivateEProcess"):
-            return xfail(strict=True, reason=_EPS_OVERFLOW.format(name, value))
+            return xfail(strict=True, raises=OverflowError,
+                         reason=_EPS_OVERFLOW.format(name, value))
         if value <= 1e-300 and name == "PrivateEProcess":
-            return xfail(strict=True, reason=_EPS_TINY_EPROCESS.format(value))
+            return xfail(strict=True, raises=ZeroDivisionError,
+                         reason=_EPS_TINY_EPROCESS.format(value))
+    if (param == "alpha" and value == 1e-297
+            and name == "GeneralizedThresholdMechanism"):
+        return xfail(strict=True, raises=AssertionError, reason=_GTM_TINY_ALPHAS)
     if (param == "alpha" and value == 1e-300
             and name == "GeneralizedThresholdMechanism"):
-        return xfail(strict=True, reason=_ALPHA_TINY_GTM.format(value))
+        return xfail(strict=True, raises=OverflowError,
+                     reason=_ALPHA_TINY_GTM.format(value))
     return None
 
 
@@ -575,8 +590,9 @@ def test_any_float_epsilon(name):
 
 
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=_ALPHA_TINY_GTM.format(
-        "< about 1e-200"))] if n == "GeneralizedThresholdMechanism" else [])
+    pytest.param(n, marks=[pytest.mark.xfail(
+        strict=True, raises=(OverflowError, AssertionError), reason=_GTM_TINY_ALPHAS)]
+        if n == "GeneralizedThresholdMechanism" else [])
     for n in CHEAP])
 def test_any_float_alpha(name):
     """Any float level: refused naming it, or released finite and charged once."""
@@ -667,3 +683,52 @@ def test_data_values_many(name):
             assert outcome == "refused"
 
     prop()
+
+
+# -- the checks can fail -------------------------------------------------------------------
+def _mutant(monkeypatch, how):
+    """Break DPMMDTest in one way the property must catch."""
+    cls = DPMMDTest
+    if how == "charged twice":
+        charge = cls._charge
+
+        def twice(self, params, what):
+            charge(self, params, what)
+            charge(self, params, what)
+
+        monkeypatch.setattr(cls, "_charge", twice)
+    elif how == "non-finite release":
+        release = cls._release
+        monkeypatch.setattr(cls, "_release", lambda self, prep, rng: dataclasses.replace(
+            release(self, prep, rng), noise_scale=math.nan))
+    elif how == "refused after the charge":
+        def late(self, prep, rng):
+            raise ValueError("X has NaN values")
+
+        monkeypatch.setattr(cls, "_release", late)
+    elif how == "state left behind":
+        def refuse(self, params, X, y):  # after validate_data set n_features_in_
+            raise ValueError("X has NaN values")
+
+        monkeypatch.setattr(cls, "_clear_fitted", lambda self: None)
+        monkeypatch.setattr(cls, "_plan", refuse)
+    elif how == "unclear message":
+        def unclear(self, params, X, y):
+            raise ValueError("something went wrong")
+
+        monkeypatch.setattr(cls, "_plan", unclear)
+
+
+@pytest.mark.parametrize(("how", "message"), [
+    ("charged twice", "charged 2 times"),
+    ("non-finite release", "noise_scale = nan"),
+    ("refused after the charge", "a refused call was charged"),
+    ("state left behind", "state changed by a refused call"),
+    ("unclear message", "unclear refusal"),
+])
+def test_property_catches_mutants(monkeypatch, how, message):
+    """Each way of breaking the boundary contract makes ``check_fit`` fail."""
+    _mutant(monkeypatch, how)
+    X = _normal(N_ROWS, 1, 0)
+    with pytest.raises(AssertionError, match=message):
+        check_fit("DPMMDTest", X, _y("DPMMDTest", N_ROWS), r"NaN|infinity")
