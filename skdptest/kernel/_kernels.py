@@ -316,8 +316,10 @@ def _check_gp_hyperparameters(kernel, params, name):
                                                else np.all(value >= 0))
         if not ok:
             need = "finite and > 0" if positive else "finite and >= 0"
+            with np.errstate(invalid="ignore"):  # the kernel's repr takes sqrt(constant)
+                shown = repr(kernel)
             raise InvalidParameterError(
-                f"{name}={kernel}: hyperparameter {hp.name} must be {need}, got "
+                f"{name}={shown}: hyperparameter {hp.name} must be {need}, got "
                 f"{values[hp.name]} (the kernel would return NaN or not be positive "
                 "definite)."
             )

@@ -211,7 +211,9 @@ def test_sensitivity_general_kernel_bound():
         math.sqrt(15.0) * 4 * 9 / 100)
 
 
+@pytest.mark.slow
 def test_noise_scale_used_by_fit():
+    # (slow: 500 fits; test_noise_description_is_pinned is the fast check.)
     # End to end with B = 1: the count of p = 1 follows the documented noise
     # law; a halved noise is rejected.
     X, y = data(30, seed=4, dep=3.0)
@@ -235,6 +237,19 @@ def test_noise_scale_used_by_fit():
     z, z_half = noise_audit(fit_pvalue, replay, res.noise_scale, range(500))
     assert abs(z) < 4, z
     assert z_half > 6, z_half
+
+
+def test_noise_description_is_pinned():
+    # Fast privacy check: the noise is the core's for the independently computed
+    # Delta = 4 (n - 1) / n^2 and eta; a halved Delta (or doubled epsilon) fails.
+    X, y = data(30, seed=4)
+    res = DPHSICTest(epsilon=0.7, n_permutations=9, random_state=0).test(X, y)
+    delta_ = 4 * 29 / 900
+    assert res.sensitivity == pytest.approx(delta_, rel=1e-15)
+    assert res.noise == permutation_noise(res.sensitivity, 0.7, 0.0, abs_error=res.abs_error)
+    assert res.noise.sensitivity >= delta_
+    assert res.noise_scale >= 2 * delta_ / 0.7
+    assert res.noise_scale > 1.9 * permutation_noise(delta_ / 2, 0.7).scale
 
 
 # -- API ------------------------------------------------------------------------------------
