@@ -62,8 +62,6 @@ __all__ = [
 _FINE_BITS = 30
 _ROW_BITS = 40
 _CHUNK = 2 ** (62 - _ROW_BITS)
-# Relative gain below which plan_release keeps the merged plan (see there).
-_PLAN_TIE = 1e-3
 
 
 def _log_merge(log_e, bet):
@@ -278,13 +276,13 @@ def plan_release(laws, stat, n, epsilon, stat_at=None):
         return stat, bet, None
     merged = expected_log_release(laws, stat, bet, n, epsilon)
     r, value = choose_clip(laws, n, epsilon, stat_at)
-    # The expected release is piecewise smooth in λ and r (the integer sensitivity and
-    # the quantised rate move in steps of about 2^-10 relative), so two plans of the
-    # same family can differ by ~1e-4 of their value. For two-point laws the families
-    # coincide (log(1 − λ + λE*) is E* clipped at R_λ); the clip is kept only when it
-    # gains more than this granularity, which Gaussian shifts exceed by orders of
-    # magnitude (1-13 % of n R_ε).
-    if value <= merged + _PLAN_TIE * max(1.0, abs(merged)):
+    # The planner is exact only to within ± (n h + g)/2 (the floors' loss is counted at
+    # its mean), so gains below g are not resolved: the merged plan is kept unless the
+    # clip gains more. For two-point laws the two families coincide (log(1 − λ + λE*)
+    # is E* clipped at R_λ): only small differences of the piecewise-smooth objective
+    # (jumps of the integer sensitivity and quantised rate) occur there.
+    noise = release_noise(stat, bet, epsilon)
+    if value <= merged + (0.0 if noise is None else noise.grid):
         return stat, bet, None
     return stat_at(r), 1.0, r
 
