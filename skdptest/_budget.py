@@ -294,7 +294,7 @@ def _open_connection(uri):
     return sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None)
 
 
-def _describe(exc):
+def _describe(exc, creating=False):
     text = str(exc)
     if "readonly" in text or "read-only" in text:
         return f"the file is read-only ({text})"
@@ -302,6 +302,8 @@ def _describe(exc):
         return f"the disk is full ({text})"
     if "locked" in text or "busy" in text:
         return f"another process held the ledger's lock too long ({text})"
+    if creating:
+        return f"SQLite: {text}"
     # Anything else on an existing file: malformed pages, undecodable text, a schema
     # that no longer parses.
     return f"the file is damaged or not readable as a ledger (SQLite: {text})"
@@ -431,15 +433,20 @@ class PrivacyBudget:
     def _error(self, message, path=None):
         return LedgerError(f"path={path if path is not None else self._path!r}: {message}")
 
-    def _create(self, path):
-        """Write a new, empty ledger into ``path`` (absent or 0 bytes); return its id."""
+    def _create(self, path, name=None):
+        """Write a new, empty ledger into ``path`` (absent or 0 bytes); return its id.
+
+        ``name`` is the path to name in errors (the final path, when ``path`` is the
+        private file the ledger is built in).
+        """
+        name = path if name is None else name
         ledger_id = secrets.token_hex(16)
         state = _State(ledger_id, self._epsilon, self._delta, 0, 0, 0, _genesis(ledger_id))
         try:
             con = _open_connection(Path(os.path.abspath(path)).as_uri() + "?mode=rwc")
         except _DB_ERRORS as exc:
             raise LedgerError(
-                f"path={path!r}: cannot create the privacy ledger: {_describe(exc)}"
+                f"path={name!r}: cannot create the privacy ledger: {_describe(exc, creating=True)}"
             ) from exc
         try:
             con.execute("BEGIN IMMEDIATE")
@@ -450,7 +457,7 @@ class PrivacyBudget:
             con.execute("COMMIT")
         except _DB_ERRORS as exc:
             raise LedgerError(
-                f"path={path!r}: cannot create the privacy ledger: {_describe(exc)}"
+                f"path={name!r}: cannot create the privacy ledger: {_describe(exc, creating=True)}"
             ) from exc
         finally:
             con.close()
@@ -462,7 +469,7 @@ class PrivacyBudget:
         # if ``path`` appeared meanwhile, and no process ever sees a half-built file.
         tmp = f"{path}.{secrets.token_hex(8)}.tmp"
         try:
-            ledger_id = self._create(tmp)
+            ledger_id = self._create(tmp, name=path)
             try:
                 os.link(tmp, path)
             except FileExistsError:

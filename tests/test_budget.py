@@ -1024,3 +1024,22 @@ def test_concurrent_constructors_share_one_new_ledger(tmp_path):
     assert len(handles[0]) == n_threads
     assert handles[0].spent[0] == pytest.approx(0.8)
     assert sorted(os.listdir(tmp_path)) == ["new.sqlite"]  # no temporary file left behind
+
+
+def test_failure_to_create_a_ledger_names_the_path_and_leaves_nothing(tmp_path, monkeypatch):
+    real = _budget._open_connection
+
+    def cannot_create(uri):
+        if uri.endswith("?mode=rwc"):
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(uri)
+
+    monkeypatch.setattr(_budget, "_open_connection", cannot_create)
+    path = tmp_path / "new.sqlite"
+    with pytest.raises(
+        LedgerError,
+        match=r"new\.sqlite': cannot create the privacy ledger: SQLite: unable to open database",
+    ) as info:
+        PrivacyBudget(epsilon=1.0, path=path)
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    assert os.listdir(tmp_path) == []
