@@ -44,7 +44,7 @@ def default_laws(n_features):
     )
 
 
-LAW = HasMethods("rvs", description="None or a frozen scipy.stats distribution")
+LAW = HasMethods("rvs", description="a frozen scipy.stats distribution")
 
 #: Constraints shared by the e-value estimators.
 COMMON_CONSTRAINTS = {
