@@ -1,17 +1,31 @@
-"""sklearn's estimator checks over every public estimator, with no expected failures.
+"""Checks every public estimator must pass (the contract in doc/contributing.md).
 
-Each estimator is checked with its defaults and with a real (large) PrivacyBudget
-attached, so the budget handle survives every clone, pickle and refit the checks do.
+- sklearn's estimator checks, with no expected failures, with and without a budget;
+- each ``fit``/``score`` charges the budget exactly once, with its label;
+- every invalid value derived from the ``_parameter_constraints`` tables raises
+  ``InvalidParameterError`` naming the parameter before anything is charged, and
+  leaves no fitted or private state behind;
+- results are frozen ``TestResult`` subclasses with the base fields; ``decision()``
+  is a bool;
+- a ``GridSearchCV`` over ``epsilon`` records 2 x candidates x folds + 1 spends;
+- a fitted estimator pickles without private state.
+
+A new estimator gets all of this by adding one entry to ``CASES``.
 """
 
+import dataclasses
 import inspect
+import pickle
 
+import numpy as np
 import pytest
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
+from sklearn.model_selection import GridSearchCV, KFold
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import skdptest
-from skdptest import PrivacyBudget
+from skdptest import InvalidParameterError, PrivacyBudget, TestResult
+from skdptest._params import check_value
 
 
 def _public_estimators():
@@ -24,6 +38,43 @@ def _public_estimators():
 ESTIMATOR_CLASSES = list(_public_estimators())
 
 
+def _normal(n, d, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d))
+
+
+def _two_groups(n=60, d=2, seed=0):
+    X = _normal(n, d, seed)
+    return X, np.arange(n) % 2  # alternating labels: every CV fold holds both groups
+
+
+def _paired(n=60, seed=0):
+    X = _normal(n, 1, seed)
+    return X, X[:, 0] + _normal(n, 1, seed + 1)[:, 0]
+
+
+#: For each public estimator: small, fast keyword arguments and a data maker.
+CASES = {
+    "PrivateEValueTest": (dict(), lambda: (_normal(60, 1), None)),
+    "PrivateEProcess": (dict(), lambda: (_normal(200, 1), None)),
+    "DPMMDTest": (dict(n_permutations=50), _two_groups),
+    "DPHSICTest": (dict(n_permutations=50), _paired),
+    "GeneralizedThresholdMechanism": (dict(), lambda: (_normal(200, 1) + 3.0, None)),
+}
+
+
+def _make(cls, **kwargs):
+    base, data = CASES[cls.__name__]
+    return cls(**{**base, **kwargs}), data()
+
+
+ids = [cls.__name__ for cls in ESTIMATOR_CLASSES]
+each = pytest.mark.parametrize("cls", ESTIMATOR_CLASSES, ids=ids)
+
+
+def test_every_public_estimator_has_a_case():
+    assert {cls.__name__ for cls in ESTIMATOR_CLASSES} == set(CASES)
+
+
 def _instances():
     budget = PrivacyBudget(epsilon=1e9)
     for cls in ESTIMATOR_CLASSES:
@@ -31,20 +82,140 @@ def _instances():
         yield cls(budget=budget, random_state=0)
 
 
-def test_every_family_is_checked():
-    names = {cls.__name__ for cls in ESTIMATOR_CLASSES}
-    assert "PrivateEValueTest" in names
-
-
 @parametrize_with_checks(list(_instances()))
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("cls", ESTIMATOR_CLASSES, ids=lambda c: c.__name__)
+@each
 def test_budget_parameter_is_shared_by_clone(cls):
-    from sklearn.base import clone
-
     budget = PrivacyBudget(epsilon=1.0)
     est = cls(budget=budget)
     assert clone(est).budget is budget
+
+
+@each
+def test_constraint_table_covers_every_parameter(cls):
+    assert set(cls._parameter_constraints) == set(cls().get_params(deep=False))
+
+
+@each
+def test_fit_and_score_charge_exactly_once_with_their_label(cls):
+    budget = PrivacyBudget(epsilon=100.0)
+    est, (X, y) = _make(cls, budget=budget, random_state=0)
+    est.fit(X, y)
+    assert [e.label for e in budget.ledger] == [f"{cls.__name__}.fit"]
+    epsilon = est.get_params()["epsilon"]
+    assert budget.ledger[0].epsilon == pytest.approx(epsilon)
+    score = est.score(X, y)
+    assert np.isfinite(score)
+    assert [e.label for e in budget.ledger] == [f"{cls.__name__}.fit", f"{cls.__name__}.score"]
+
+
+def _invalid_cases():
+    for cls in ESTIMATOR_CLASSES:
+        for name, constraints in cls._parameter_constraints.items():
+            seen = []
+            for constraint in constraints:
+                for value in constraint.invalid_examples():
+                    if any(value is v for v in seen) or _accepted(value, constraints):
+                        continue
+                    seen.append(value)
+                    yield pytest.param(cls, name, value, id=f"{cls.__name__}-{name}-{value!r}")
+
+
+def _accepted(value, constraints):
+    try:
+        check_value(value, constraints, "x")
+    except InvalidParameterError:
+        return False
+    return True
+
+
+def _state_names(est):
+    return set(vars(est))
+
+
+@pytest.mark.parametrize(("cls", "name", "value"), list(_invalid_cases()))
+def test_invalid_parameter_raises_before_charging_and_leaves_no_state(cls, name, value):
+    budget = PrivacyBudget(epsilon=100.0)
+    est, (X, y) = _make(cls, budget=budget, random_state=0)
+    before = _state_names(est)
+    est.set_params(**{name: value})
+    with pytest.raises(InvalidParameterError, match=name):
+        est.fit(X, y)
+    assert len(budget) == 0
+    assert _state_names(est) == before  # no fitted attribute, no private stash
+
+
+@each
+def test_refit_with_invalid_parameter_clears_the_previous_result(cls):
+    budget = PrivacyBudget(epsilon=100.0)
+    est, (X, y) = _make(cls, budget=budget, random_state=0)
+    fresh = _state_names(est)
+    est.fit(X, y)
+    est.set_params(epsilon=-1.0)
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        est.fit(X, y)
+    assert len(budget) == 1
+    assert _state_names(est) == fresh
+
+
+@each
+def test_refused_charge_leaves_no_state(cls):
+    budget = PrivacyBudget(epsilon=1e-3)
+    est, (X, y) = _make(cls, budget=budget, random_state=0)
+    fresh = _state_names(est)
+    with pytest.raises(skdptest.BudgetExceededError):
+        est.fit(X, y)
+    assert _state_names(est) == fresh and len(budget) == 0
+
+
+@each
+def test_nan_input_raises_before_charging(cls):
+    budget = PrivacyBudget(epsilon=100.0)
+    est, (X, y) = _make(cls, budget=budget, random_state=0)
+    fresh = _state_names(est)
+    X = X.copy()
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        est.fit(X, y)
+    assert _state_names(est) == fresh and len(budget) == 0
+
+
+@each
+def test_result_is_frozen_with_the_base_fields_and_decision_is_a_bool(cls):
+    est, (X, y) = _make(cls, random_state=0)
+    result = est.test(X, y)
+    assert isinstance(result, TestResult)
+    names = {f.name for f in dataclasses.fields(result)}
+    assert {"reject", "alpha", "epsilon", "delta", "n_samples", "method"} <= names
+    assert type(result.reject) is bool and isinstance(result.n_samples, int)
+    assert isinstance(result.method, str) and 0 <= result.n_samples <= X.shape[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.reject = not result.reject
+    decision = est.decision()
+    assert type(decision) is bool and decision == result.reject
+
+
+@each
+def test_pickled_estimator_holds_no_private_state(cls):
+    est, (X, y) = _make(cls, random_state=0)
+    est.fit(X, y)
+    state = pickle.loads(pickle.dumps(est)).__dict__
+    private = {k for k in state if k.startswith("_")} - {"_sklearn_version", "_stream_closed"}
+    assert private == set()
+
+
+@each
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_grid_search_over_epsilon_records_every_release(cls, n_jobs):
+    budget = PrivacyBudget(epsilon=1000.0)
+    est, (X, y) = _make(cls, budget=budget, random_state=0)
+    candidates, folds = [0.5, 1.0], 2
+    search = GridSearchCV(est, {"epsilon": candidates}, cv=KFold(folds), n_jobs=n_jobs,
+                          error_score="raise")
+    search.fit(X, y)
+    assert len(budget) == 2 * len(candidates) * folds + 1
+    labels = [e.label for e in budget.ledger]
+    assert labels.count(f"{cls.__name__}.score") == len(candidates) * folds
