@@ -26,6 +26,12 @@ points ρ_i and ρ_i + Δ the objective grows by at most Δ·a, and outside
 [min log Q_s/P_s, max log Q_s/P_s] it is monotone, so a pass of the grid check with
 margin η certifies δ = Δ + η. Arithmetic is in (sign, log-magnitude) pairs, so
 binomial tails far below the float range are handled exactly.
+
+The shipped exact release draws its noise at r = quantise_rate(ε) <= ε (a multiple of
+2^-20). For r < ε the discrete Laplace law of rate r is that of rate ε plus independent
+integer noise (the ratio of their characteristic functions is that of a symmetric law
+with non-negative weights), so by data processing its e-power is at most ``geometric``
+at ε, and ``upper`` (a bound over every ε-DP e-value) bounds it too.
 """
 
 from __future__ import annotations
