@@ -1,6 +1,13 @@
 """skdptest: differentially private hypothesis tests with scikit-learn conventions."""
 
-from ._budget import BudgetExceededError, LedgerEntry, PrivacyBudget, PrivacyLeakWarning
+from ._budget import (
+    BudgetExceededError,
+    LedgerEntry,
+    LedgerError,
+    LedgerNotFoundError,
+    PrivacyBudget,
+    PrivacyLeakWarning,
+)
 from ._params import InvalidParameterError
 from ._results import TestResult
 from .evalue import (
@@ -26,6 +33,8 @@ __all__ = [
     "GeneralizedThresholdMechanism",
     "InvalidParameterError",
     "LedgerEntry",
+    "LedgerError",
+    "LedgerNotFoundError",
     "OptimalRate",
     "PermutationTestResult",
     "PrivacyBudget",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 __all__ = [
-    "PermutationTestResult",
+    "PValueAliasMixin",
     "TestResult",
     "pvalue_from_log_e",
 ]
@@ -80,47 +80,3 @@ class PValueAliasMixin:
         warnings.warn("p_value is deprecated and will be removed in 0.2; use pvalue "
                       "(scipy's name).", FutureWarning, stacklevel=2)
         return self.pvalue
-
-
-@dataclass(frozen=True)
-class PermutationTestResult:
-    """Result of a DP permutation test.
-
-    Attributes
-    ----------
-    statistic : float
-        The privatised test statistic T̃_0 (statistic plus its Laplace noise).
-    p_value : float
-        (1 + #{b ≥ 1 : T̃_b ≥ T̃_0}) / (B + 1), a private p-value, valid at
-        finite samples under exchangeability.
-    reject : bool
-        Whether ``p_value <= alpha``.
-    alpha : float
-        Level of the test.
-    epsilon : float
-        ε spent.
-    delta : float
-        δ spent.
-    n_samples : int
-        Number of rows (pooled rows for two-sample tests, pairs for HSIC).
-    n_permutations : int
-        Number B of permuted statistics.
-    sensitivity : float
-        Global sensitivity Δ used for the noise (public).
-    noise_scale : float
-        Laplace scale 2Δ/ξ of the noise on each statistic (public).
-    method : str
-        Name of the procedure.
-    """
-
-    statistic: float
-    p_value: float
-    reject: bool
-    alpha: float
-    epsilon: float
-    delta: float
-    n_samples: int
-    n_permutations: int
-    sensitivity: float
-    noise_scale: float
-    method: str

@@ -22,7 +22,6 @@ from skdptest._permutation import (
     permutation_noise,
     privacy_xi,
 )
-from skdptest.kernel import _permutation as shim
 
 P_FLOOR = 1e-4
 
@@ -293,13 +292,3 @@ def test_parameter_errors():
         dp_permutation_pvalue(s, 1.0, 1e-6, 0.0, rng)
     with pytest.raises(ValueError, match="overflows int64"):
         dp_permutation_pvalue(np.array([1e30, 0.0]), 1e-6, 1.0, 0.0, rng)
-
-
-def test_kernel_shim_keeps_the_legacy_names():
-    t = np.array([0.3, 0.1, 0.5, 0.2])
-    statistic, p, scale = shim.dp_permutation_pvalue(t, 0.5, 1.0, 0.0,
-                                                     np.random.default_rng(4))
-    core = dp_permutation_pvalue(t, 0.5, 1.0, 0.0, np.random.default_rng(4))
-    assert math.isnan(statistic) and p == core.pvalue and scale == core.noise.scale
-    assert shim.laplace_scale(0.5, 1.0, 0.0) == pytest.approx(1.0, rel=2e-3)
-    assert shim.privacy_xi is privacy_xi
