@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 
+from ._params import Interval, check_value
+
 __all__ = [
     "LEDGER_APPLICATION_ID",
     "BudgetExceededError",
@@ -178,23 +180,14 @@ def _check_amount(value, name, *, strictly_positive, upper=None):
 
     Raises
     ------
-    TypeError
-        If ``value`` is not a real number (``bool`` and arrays included).
-    ValueError
-        If ``value`` is not finite or out of range.
+    InvalidParameterError
+        (a ``TypeError`` and a ``ValueError``) if ``value`` is not a finite real
+        number in range (``bool`` and arrays are not numbers here). The same
+        constraint primitives validate every estimator's parameters.
     """
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}.")
-    if strictly_positive and value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}.")
-    if not strictly_positive and value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}.")
-    if upper is not None and value >= upper:
-        raise ValueError(f"{name} must be < {upper}, got {value}.")
-    return value
+    closed = ("neither" if strictly_positive else "left") if upper is not None \
+        else ("neither" if strictly_positive else "left")
+    return check_value(value, [Interval(Real, 0, upper, closed=closed)], name)
 
 
 # -- exact sums and digests -------------------------------------------------------------
