@@ -138,13 +138,13 @@ def main(argv=None):
             epsilon=eps, n_permutations=500, budget=budget, random_state=0
         ).test(log_minutes, variant)
         print("DPMMDTest: is time on page distributed alike under A and B?")
-        print(f"  p-value = {r.p_value:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
+        print(f"  p-value = {r.pvalue:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
     if hasattr(skdptest, "DPHSICTest"):
         r = skdptest.DPHSICTest(
             epsilon=eps, n_permutations=500, budget=budget, random_state=0
         ).test(log_minutes, converted.astype(float))
         print("DPHSICTest: is conversion independent of time on page?")
-        print(f"  p-value = {r.p_value:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
+        print(f"  p-value = {r.pvalue:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
     if hasattr(skdptest, "GeneralizedThresholdMechanism"):
         gtm = skdptest.GeneralizedThresholdMechanism(
             epsilon=eps, budget=budget, random_state=0
