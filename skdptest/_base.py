@@ -297,8 +297,9 @@ class BaseStreamingTest(BasePrivateTest):
         -------
         self : object
         """
-        self.__dict__.pop("_stream", None)
-        self.__dict__.pop("_stream_closed", None)
+        for name in ("_stream", "_stream_closed"):
+            if name in vars(self):
+                delattr(self, name)
         self._clear_fitted()
         return self._feed(X, y, "fit")
 
@@ -325,7 +326,7 @@ class BaseStreamingTest(BasePrivateTest):
         return self._feed(X, y, "partial_fit")
 
     def _feed(self, X, y, label):
-        stream = self.__dict__.get("_stream")
+        stream = vars(self).get("_stream")
         if stream is None:
             prep = self._prepare_and_charge(X, y, label)
             rng = check_generator(prep.params["random_state"])
