@@ -31,7 +31,23 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._params import InvalidParameterError, validate_parameters
 from ._validation import check_budget, check_generator
 
-__all__ = ["BasePrivateTest", "BaseStreamingTest", "Prepared"]
+__all__ = ["BasePrivateTest", "BaseStreamingTest", "Prepared", "check_numeric"]
+
+
+def check_numeric(array, name):
+    """Refuse arrays that are not real numbers (bool, int or float dtype).
+
+    ``validate_data(dtype="numeric")`` lets some non-numeric data through (pandas
+    categorical columns of strings stay ``object``, ``datetime64`` is kept), which
+    would otherwise fail later with an obscure error, possibly after the charge.
+    """
+    kind = getattr(array, "dtype", None) is not None and array.dtype.kind
+    if kind not in ("b", "i", "u", "f"):
+        raise ValueError(
+            f"{name} must hold real numbers (bool, integer or float); got dtype "
+            f"{array.dtype}. Encode categorical or date columns as numbers first."
+        )
+    return array
 
 
 @dataclass(frozen=True)
@@ -85,9 +101,10 @@ class BasePrivateTest(BaseEstimator):
 
     def _validate_input(self, X, y, reset):
         if self._requires_y:
-            return validate_data(self, X, y, reset=reset, dtype="numeric")
-        X = validate_data(self, X, reset=reset, dtype="numeric")
-        return X, y
+            X, y = validate_data(self, X, y, reset=reset, dtype="numeric")
+        else:
+            X = validate_data(self, X, reset=reset, dtype="numeric")
+        return check_numeric(X, "X"), y
 
     def _plan(self, params, X, y):
         """The public plan of a release; refuses data that the release cannot use."""

@@ -284,40 +284,12 @@ ODD = {
     "one row": (lambda n, s: _normal(1, 1, s), r"(?i)at least|group|class|sample", False),
 }
 
-_CAT_AFTER_CHARGE = (
-    "GeneralizedThresholdMechanism.fit on a DataFrame with a pandas categorical string "
-    "column: validate_data(dtype='numeric') passes the object array, the budget is "
-    "charged, then the search raises ValueError('could not convert string to float') "
-    "leaving n_features_in_/feature_names_in_ set (expected: refused before the charge)."
-)
-_CAT_UNCLEAR = (
-    "{} on a pandas categorical string column: validate_data(dtype='numeric') lets the "
-    "object array through and the laws raise TypeError(\"unsupported operand type(s) for "
-    "-: 'str' and 'float'\") (nothing charged, but the message does not say X is "
-    "non-numeric; expected a clear refusal naming X/the dtype)."
-)
-_DATETIME_UNCLEAR = (
-    "{} on a datetime64 column: validate_data(dtype='numeric') keeps the datetime dtype "
-    "and the laws raise numpy UFuncTypeError(\"ufunc 'subtract' cannot use operands with "
-    "types dtype('<M8[D]') and dtype('float64')\") (nothing charged, but no clear "
-    "message; expected a refusal saying X must be numeric)."
-)
 
 
 def _odd_cases():
     for name in NAMES:
         for kind in ODD:
             marks = []
-            if kind == "categorical strings" and name == "GeneralizedThresholdMechanism":
-                marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
-                                           reason=_CAT_AFTER_CHARGE)]
-            elif kind == "categorical strings" and name in ("PrivateEValueTest",
-                                                             "PrivateEProcess"):
-                marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
-                                           reason=_CAT_UNCLEAR.format(name))]
-            elif kind == "datetime64" and name in ("PrivateEValueTest", "PrivateEProcess"):
-                marks = [pytest.mark.xfail(strict=True, raises=AssertionError,
-                                           reason=_DATETIME_UNCLEAR.format(name))]
             yield pytest.param(name, kind, marks=marks, id=f"{name}-{kind}")
 
 
