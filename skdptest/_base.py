@@ -376,7 +376,7 @@ class BaseStreamingTest(BasePrivateTest):
         return self._advance(stream, prep.X)
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = dict(super().__getstate__())  # object.__getstate__ returns __dict__ itself
         if state.pop("_stream", None) is not None:
             state["_stream_closed"] = True
         return state
