@@ -4,7 +4,7 @@ For P = Bernoulli(0.3) against the alternatives of the paper's stopping-time tab
 and n ∈ {100, 1000}, prints (all in units of n·R_ε, the first-order optimum):
 
 - ``upper``: a certified upper bound on E_Q[log E] over *every* ε-DP e-value
-  computed from n rows (``skdptest.evalue._bound``: LP dual of the mechanism
+  computed from n rows (``skdptest.evalue.two_point_epower_bound``: LP dual of the mechanism
   design problem on the sufficient count, checked on all 2^n extreme rays of the
   ε-DP cone by dynamic programming; slack Δ + η = 0.02 nats);
 - ``exact``: the shipped ``statistic="exact"`` for two-point laws, i.e. the
@@ -32,7 +32,7 @@ import time
 import numpy as np
 from scipy import stats
 
-from skdptest.evalue._bound import two_point_epower_bound
+from skdptest.evalue import two_point_epower_bound
 from skdptest.evalue._laws import make_laws
 from skdptest.evalue._merge import choose_bet, expected_log_release
 from skdptest.evalue._optimal import optimal_statistic

@@ -1,5 +1,6 @@
 """Private e-values and e-processes for simple hypotheses."""
 
+from ._bound import TwoPointEPowerBound, two_point_epower_bound
 from ._eprocess import PrivateEProcess
 from ._evalue import PrivateEValueTest, expected_log_e_value
 from ._optimal import OptimalRate, optimal_rate
@@ -11,6 +12,8 @@ __all__ = [
     "OptimalRate",
     "PrivateEProcess",
     "PrivateEValueTest",
+    "TwoPointEPowerBound",
     "expected_log_e_value",
     "optimal_rate",
+    "two_point_epower_bound",
 ]
