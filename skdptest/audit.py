@@ -573,7 +573,7 @@ def _check_pmf(pmf, name, log):
 
 
 def exact_ratio(pmf0, pmf1, *, log=False):
-    """Exact privacy loss max |log p0(o) / p1(o)| of two discrete output laws.
+    """Exact privacy loss max_o abs(log p0(o) / p1(o)) of two discrete output laws.
 
     For a mechanism whose output law is computable exactly on each neighbour,
     this is the smallest ε for which the pair satisfies ε-DP (δ = 0).

@@ -247,7 +247,7 @@ def sequential_lt_privacy(T, epsilon1, p_star, beta, eps_target=1.0):
     Returns
     -------
     pure_loss : float
-        max over outputs and neighbouring streams of |log Pr_X/Pr_X'|.
+        max over outputs and neighbouring streams of abs(log Pr_X/Pr_X').
     delta : float
         δ(eps_target) = Σ_o max(0, Pr_X[o] − e^ε Pr_X'[o]), maximised over the
         pairs where X has its bits one way on the first j steps and the other

@@ -191,7 +191,7 @@ class PrivateEProcess(BaseStreamingTest):
         State of the stream: decision, released e-process path, rows used.
     n_features_in_ : int
         Number of features of the stream.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features, when the first chunk had string column names.
 
     Notes

@@ -573,7 +573,7 @@ class DPHSICTest(BasePrivateTest):
         The same for ``y_kernel``.
     n_features_in_ : int
         Number of features of ``X`` seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Feature names, when ``X`` is a DataFrame with string column names.
 
     See Also

@@ -609,7 +609,7 @@ class DPMMDTest(BasePrivateTest):
         (itself a DP release, covered by the composition above), else None.
     n_features_in_ : int
         Number of features seen in ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Feature names, when ``X`` is a DataFrame with string column names.
 
     See Also
