@@ -794,15 +794,27 @@ class PrivacyBudget:
         return True
 
     def __repr__(self):
-        # Shown inside estimator reprs and tracebacks: never raise here.
+        # Shown inside estimator reprs and tracebacks: never raise here. Concise: the
+        # totals, what was spent, and the path only when the user chose it (a temporary
+        # ledger's name is noise that changes on every run).
         try:
             eps, delta = self.spent
-            spent = f"({eps:g}, {delta:g})"
+            spent = f"({eps!r}, {delta!r})"
         except (OSError, sqlite3.Error, ValueError):
             spent = "unavailable"
+        # A temporary ledger is one this process made with path=None (it owns the file),
+        # or, in an unpickled handle (joblib worker), a file with mkstemp's name pattern.
+        directory, name = os.path.split(os.path.abspath(self._path))
+        temporary = self._owner_pid is not None or (
+            directory == os.path.abspath(tempfile.gettempdir())
+            and len(name) == len("skdptest-budget-") + 8 + len(".sqlite")
+            and name.startswith("skdptest-budget-")
+            and name.endswith(".sqlite")
+        )
+        path = "" if temporary else f", path={self._path!r}"
         return (
             f"PrivacyBudget(epsilon={self._epsilon!r}, delta={self._delta!r}, "
-            f"spent={spent}, path={self._path!r})"
+            f"spent={spent}{path})"
         )
 
     # -- handle semantics ------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The demo behind ``python -m skdptest`` and the ``skdptest-demo`` console script."""
+"""The demo (``python -m skdptest demo``, ``skdptest-demo``) and the README's examples."""
 
 import re
 import runpy
@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 import skdptest
-from skdptest.__main__ import AB_TEST, main, simulate
+from skdptest.__main__ import AB_TEST, demo_main, main, simulate
 
 
 def test_demo_prints_the_e_value_and_the_ledger(capsys):
-    assert main([]) == 0
+    assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    assert main([]) == 0
+    assert demo_main([]) == 0  # the skdptest-demo console script
     assert capsys.readouterr().out == out  # fixed seeds: the demo is reproducible
     match = re.search(r"e-value = (\S+) \(log e-value (\S+) nats\)", out)
     assert match is not None, out
@@ -37,11 +37,18 @@ def test_demo_prints_the_e_value_and_the_ledger(capsys):
 
 def test_demo_help_and_bad_arguments(capsys):
     with pytest.raises(SystemExit, match="0"):
-        main(["--help"])
+        main(["demo", "--help"])
+    assert "no download" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="0"):
+        demo_main(["--help"])
     assert "no download" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="2"):
-        main(["--no-such-option"])
+        main(["demo", "--no-such-option"])
     assert "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+    # Without a subcommand the tool prints its help (naming the demo) and exits 2.
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "demo" in err and "exit codes" in err
 
 
 def test_simulated_data_shapes():
@@ -66,12 +73,14 @@ def test_readme_example_runs(capsys):
     out = capsys.readouterr().out
     assert "(1.0, 0.0)" in out
     assert "PrivateEValueTest.fit 1.0 0.0" in out
+    # The tour charges each of the five estimators ε = 1 to one budget of ε = 5.
+    assert "PrivacyBudget(epsilon=5.0, delta=0.0, spent=(5.0, 0.0))" in out
 
 
 def test_readme_set_up_commands():
     commands = re.findall(r"```bash\n(.*?)\n```", README.read_text(), flags=re.S)
     assert commands == [
-        "pip install -e . && python -m skdptest",
+        "pip install -e . && python -m skdptest demo",
         'pip install -e ".[test]" && python -m pytest',
     ]
 

@@ -1,0 +1,688 @@
+"""The ``skdptest`` command-line tool (also ``python -m skdptest``).
+
+Subcommands
+-----------
+``demo``
+    A private A/B test on simulated data (nothing is read or downloaded).
+``mmd``
+    Two-sample test (:class:`~skdptest.DPMMDTest`) of the columns ``--columns`` of a CSV
+    file between the two groups of ``--group-column``.
+``hsic``
+    Independence test (:class:`~skdptest.DPHSICTest`) between ``--x-columns`` and
+    ``--y-columns``.
+``evalue``
+    Private e-value test (:class:`~skdptest.PrivateEValueTest`) of one column, simple null
+    law vs simple alternative law, written as scipy.stats frozen laws
+    (``"bernoulli(0.3)"``, ``"norm(loc=0, scale=2)"``).
+
+Every test subcommand takes ``--epsilon`` and ``--alpha`` (and ``--n-permutations`` for
+the kernel tests), ``--seed`` (tests only: a fixed seed lets anyone replay the noise),
+``--ledger PATH`` (a persistent :class:`~skdptest.PrivacyBudget`, created with
+``--budget-epsilon``) and ``--json`` (print the whole frozen result and the ledger's
+totals as one JSON object).
+
+Exit codes
+----------
+0 success; 2 usage error (bad option, bad law, a parameter the estimator refuses);
+3 bad input (missing file or column, non-numeric or missing values, data the test
+cannot use); 4 privacy budget exhausted (nothing was charged); 5 ledger error (missing,
+damaged, foreign ledger file, or other totals than those it was created with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+import skdptest
+from skdptest import (
+    BudgetExceededError,
+    InvalidParameterError,
+    LedgerError,
+    PrivacyBudget,
+)
+
+__all__ = ["AB_TEST", "demo", "demo_main", "main", "parse_law", "simulate"]
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_BAD_INPUT = 3
+EXIT_BUDGET = 4
+EXIT_LEDGER = 5
+
+_SEED_WARNING = (
+    "warning: --seed fixes the noise; anyone who knows the seed can replay it and undo "
+    "the privacy of the release. Use it for tests only, never for real data."
+)
+
+
+class _CliError(Exception):
+    """A one-line failure reported on stderr with an exit code (no traceback)."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+# -- the demo --------------------------------------------------------------------------
+
+# A redesigned checkout page (variant B) is shown to 200 users. Historically 30 % of
+# users convert; the redesign is worth shipping if it reaches 50 %. The simulation
+# uses a true rate of 45 %. Variant A (old page) users are simulated for the
+# two-sample and independence demos.
+AB_TEST = {
+    "baseline_rate": 0.30,  # H0: conversion rate of the old page (public, historical)
+    "hoped_rate": 0.50,  # H1: the rate the redesign is hoped to reach
+    "true_rate": 0.45,  # used only to simulate variant B
+    "n_users": 200,  # per variant
+    "minutes_mean": {"A": 3.0, "B": 3.6},  # time on page, log-normal medians (minutes)
+    "minutes_sigma": 0.5,
+    "seed": 2026,
+}
+
+#: ε of each release in the demo, and the total budget they are charged to.
+EPSILON_PER_RELEASE = 1.0
+TOTAL_EPSILON = 6.0
+
+
+def simulate(params=AB_TEST):
+    """Simulate the A/B data set: conversions of B, and log time on page of A and B.
+
+    Parameters
+    ----------
+    params : dict, default=AB_TEST
+        The simulation's parameters (see :data:`AB_TEST`).
+
+    Returns
+    -------
+    converted_b : ndarray of shape (n_users, 1)
+        0/1 conversions of the users who saw variant B.
+    log_minutes : ndarray of shape (2 * n_users, 1)
+        Log time on page, variant A then variant B.
+    variant : ndarray of shape (2 * n_users,)
+        ``"A"`` or ``"B"``.
+    converted : ndarray of shape (2 * n_users,)
+        0/1 conversions of all users (A at the baseline rate).
+    """
+    rng = np.random.default_rng(params["seed"])
+    n = params["n_users"]
+    converted_a = rng.binomial(1, params["baseline_rate"], size=n)
+    converted_b = rng.binomial(1, params["true_rate"], size=n)
+    log_minutes = np.concatenate(
+        [
+            np.log(params["minutes_mean"][v]) + params["minutes_sigma"] * rng.normal(size=n)
+            for v in ("A", "B")
+        ]
+    )[:, None]
+    variant = np.repeat(np.array(["A", "B"]), n)
+    converted = np.concatenate([converted_a, converted_b])
+    return converted_b[:, None].astype(float), log_minutes, variant, converted
+
+
+def _print_ledger(budget):
+    print("\nPrivacy ledger (basic sequential composition: the epsilons add up)")
+    print(f"  {'#':>2}  {'release':<38} {'epsilon':>8} {'delta':>7}")
+    for i, entry in enumerate(budget.ledger, 1):
+        print(f"  {i:>2}  {entry.label:<38} {entry.epsilon:>8.3g} {entry.delta:>7.3g}")
+    eps, delta = budget.spent
+    left_eps, left_delta = budget.remaining
+    print(f"  spent: epsilon={eps:.3g}, delta={delta:.3g}; "
+          f"remaining: epsilon={left_eps:.3g}, delta={left_delta:.3g} "
+          f"of epsilon={budget.epsilon:.3g}")
+
+
+def demo():
+    """Run the demo: print each private result and the ledger; return 0.
+
+    The random seeds are fixed so that the demo prints the same numbers every time.
+    That is for reproducibility only: a real release must use ``random_state=None``.
+    """
+    params = AB_TEST
+    converted_b, log_minutes, variant, converted = simulate(params)
+    budget = PrivacyBudget(epsilon=TOTAL_EPSILON)
+    eps = EPSILON_PER_RELEASE
+    print(f"skdptest {skdptest.__version__} demo: a private A/B test on simulated data")
+    print(f"{params['n_users']} users per variant; privacy budget epsilon={TOTAL_EPSILON:g}, "
+          f"each release epsilon={eps:g} (replace-one neighbours)\n")
+
+    # 1. Did variant B convert at the baseline rate (H0) or at the hoped rate (H1)?
+    result = skdptest.PrivateEValueTest(
+        stats.bernoulli(params["baseline_rate"]),
+        stats.bernoulli(params["hoped_rate"]),
+        epsilon=eps,
+        alpha=0.05,
+        budget=budget,
+        random_state=0,
+    ).test(converted_b)
+    print(f"PrivateEValueTest: H0 rate {params['baseline_rate']:.2f} "
+          f"vs H1 rate {params['hoped_rate']:.2f}")
+    print(f"  e-value = {result.e_value:.4g} (log e-value {result.log_e_value:.3f} nats); "
+          f"reject H0 at alpha={result.alpha:g} (e-value >= {1 / result.alpha:g}): "
+          f"{result.reject}")
+
+    # 2. The same question asked as the users arrive, 20 a day; the stream stops at the
+    # first decision (two-sided: reject H0, or reject H1 and so accept H0).
+    proc = skdptest.PrivateEProcess(
+        stats.bernoulli(params["baseline_rate"]),
+        stats.bernoulli(params["hoped_rate"]),
+        epsilon=eps,
+        alpha=0.05,
+        beta=0.05,
+        budget=budget,
+        random_state=0,
+    )
+    days = 0
+    for start in range(0, len(converted_b), 20):
+        days += 1
+        proc.partial_fit(converted_b[start:start + 20])
+        if proc.result_.decision != "continue":
+            break
+    r = proc.result_
+    print("PrivateEProcess: the same question, users streamed 20 a day")
+    print(f"  decision after day {days}: {r.decision} "
+          f"({r.n_samples} users used, e-value {r.e_value:.4g})")
+
+    r = skdptest.DPMMDTest(
+        epsilon=eps, n_permutations=500, budget=budget, random_state=0
+    ).test(log_minutes, variant)
+    print("DPMMDTest: is time on page distributed alike under A and B?")
+    print(f"  p-value = {r.pvalue:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
+
+    r = skdptest.DPHSICTest(
+        epsilon=eps, n_permutations=500, budget=budget, random_state=0
+    ).test(log_minutes, converted.astype(float))
+    print("DPHSICTest: is conversion independent of time on page?")
+    print(f"  p-value = {r.pvalue:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
+
+    gtm = skdptest.GeneralizedThresholdMechanism(
+        epsilon=eps, budget=budget, random_state=0
+    ).fit(np.exp(log_minutes))
+    r = gtm.test()
+    if r.accepted is None:
+        print("GeneralizedThresholdMechanism: private median search found no grid point")
+    else:
+        c = gtm.mechanisms_[r.accepted].statistic.c
+        print("GeneralizedThresholdMechanism: private search for the median time on page")
+        print(f"  median <= {c:g} minutes (dyadic grid), after {r.n_examined} steps")
+
+    _print_ledger(budget)
+    return EXIT_OK
+
+
+def demo_main(argv=None):
+    """Entry point of the ``skdptest-demo`` console script (same as ``skdptest demo``)."""
+    return main(["demo", *(sys.argv[1:] if argv is None else argv)])
+
+
+# -- laws: a small safe grammar, never eval ---------------------------------------------
+
+_NAME = r"[A-Za-z][A-Za-z0-9_]*"
+# A decimal literal: digits, optional fraction, optional exponent (no inf, nan, hex).
+_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+_LAW = re.compile(rf"\s*({_NAME})\s*\((.*)\)\s*")
+_POSITIONAL = re.compile(rf"\s*({_NUMBER})\s*")
+_KEYWORD = re.compile(rf"\s*({_NAME})\s*=\s*({_NUMBER})\s*")
+_MAX_LAW_LENGTH = 200
+
+
+def _number(text):
+    value = float(text)
+    if re.fullmatch(r"[+-]?\d+", text):
+        value = int(text)  # shape parameters such as binom's n must stay integers
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number")
+    return value
+
+
+def parse_law(text):
+    """Parse a scipy.stats frozen law written as ``name(arg, ..., key=value, ...)``.
+
+    The grammar is deliberately tiny and nothing is evaluated: ``name`` must be a
+    distribution of :mod:`scipy.stats` (e.g. ``norm``, ``bernoulli``, ``binom``) and every
+    argument a decimal number, positional or ``keyword=number``.
+
+    Parameters
+    ----------
+    text : str
+        E.g. ``"bernoulli(0.3)"``, ``"norm(loc=0.5, scale=1)"``, ``"binom(10, 0.2)"``.
+
+    Returns
+    -------
+    scipy.stats frozen distribution
+
+    Raises
+    ------
+    ValueError
+        If ``text`` is not in the grammar, names no scipy.stats distribution, or its
+        parameters are invalid for that distribution.
+
+    Examples
+    --------
+    >>> law = parse_law("binom(10, p=0.25)")
+    >>> law.dist.name, law.args, law.kwds
+    ('binom', (10,), {'p': 0.25})
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a law must be given as a str, got {type(text).__name__}")
+    if len(text) > _MAX_LAW_LENGTH:
+        raise ValueError(f"law longer than {_MAX_LAW_LENGTH} characters")
+    match = _LAW.fullmatch(text)
+    if match is None:
+        raise ValueError(
+            f"{text!r} is not of the form name(number, ..., key=number, ...), "
+            "e.g. bernoulli(0.3) or norm(loc=0, scale=1)"
+        )
+    name, inner = match.groups()
+    dist = getattr(stats, name, None)
+    if not isinstance(dist, (stats.rv_continuous, stats.rv_discrete)):
+        raise ValueError(f"{name!r} is not a scipy.stats distribution")
+    args, kwargs = [], {}
+    for part in inner.split(",") if inner.strip() else []:
+        if (m := _KEYWORD.fullmatch(part)) is not None:
+            key, value = m.groups()
+            if key in kwargs:
+                raise ValueError(f"{text!r}: keyword {key!r} given twice")
+            kwargs[key] = _number(value)
+        elif (m := _POSITIONAL.fullmatch(part)) is not None:
+            if kwargs:
+                raise ValueError(f"{text!r}: positional argument after a keyword argument")
+            args.append(_number(m.group(1)))
+        else:
+            raise ValueError(f"{text!r}: {part.strip()!r} is not a number or key=number")
+    try:
+        law = dist(*args, **kwargs)
+        # Freezing checks nothing: scipy reports bad shapes as a NaN support.
+        support = law.support()
+    except TypeError as exc:  # a missing or unknown parameter
+        raise ValueError(f"{text!r}: {exc}") from None
+    if any(np.isnan(support)):
+        raise ValueError(f"{text!r}: invalid parameters for scipy.stats.{name}")
+    return law
+
+
+def _law_type(text):
+    try:
+        return parse_law(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# -- argument types ---------------------------------------------------------------------
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number > 0")
+    return value
+
+
+def _unit_float(text, closed_left=False):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    low_ok = value >= 0 if closed_left else value > 0
+    if not (low_ok and value < 1):
+        interval = "[0, 1)" if closed_left else "(0, 1)"
+        raise argparse.ArgumentTypeError(f"{text!r} is not in {interval}")
+    return value
+
+
+def _delta_float(text):
+    return _unit_float(text, closed_left=True)
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+    return value
+
+
+def _seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 0")
+    return value
+
+
+# -- the parser -------------------------------------------------------------------------
+
+
+def _add_common(sub, permutations):
+    sub.add_argument("--file", required=True, metavar="CSV",
+                     help="CSV file with a header row (private data).")
+    sub.add_argument("--epsilon", type=_positive_float, default=1.0,
+                     help="ε charged by this release (default: 1).")
+    sub.add_argument("--alpha", type=_unit_float, default=0.05,
+                     help="level of the test, in (0, 1) (default: 0.05).")
+    if permutations:
+        sub.add_argument("--n-permutations", type=_positive_int, default=2000,
+                         help="number of permutations (default: 2000).")
+    sub.add_argument("--seed", type=_seed, default=None,
+                     help="fix the noise (tests and documentation ONLY: anyone who knows "
+                          "the seed can replay the noise; leave it unset for real data).")
+    sub.add_argument("--ledger", metavar="PATH", default=None,
+                     help="persistent privacy ledger (a PrivacyBudget file) to charge.")
+    sub.add_argument("--budget-epsilon", type=_positive_float, default=None,
+                     help="total ε of the ledger: creates it if PATH does not exist, "
+                          "and must match its totals otherwise.")
+    sub.add_argument("--budget-delta", type=_delta_float, default=None,
+                     help="total δ of the ledger, in [0, 1) (default: 0 when creating).")
+    sub.add_argument("--json", action="store_true",
+                     help="print the result (every field) and the ledger totals as JSON.")
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="skdptest",
+        description="Differentially private hypothesis tests on CSV files. Every release "
+                    "is charged to the ledger given by --ledger.",
+        epilog="exit codes: 0 ok, 2 usage error, 3 bad input, 4 budget exhausted, "
+               "5 ledger error",
+    )
+    parser.add_argument("--version", action="version", version=skdptest.__version__)
+    subs = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs.add_parser("demo", help="private A/B-test demo on simulated data (no download).",
+                    description="Private A/B-test demo on simulated data (no download).")
+
+    mmd = subs.add_parser("mmd", help="two-sample test (DPMMDTest) between two groups.",
+                          description="Do the rows of the two groups of --group-column "
+                                      "follow the same distribution? (DP kernel MMD)")
+    mmd.add_argument("--columns", nargs="+", required=True, metavar="COL",
+                     help="numeric columns compared between the groups.")
+    mmd.add_argument("--group-column", required=True, metavar="COL",
+                     help="column of group labels (two distinct values).")
+    _add_common(mmd, permutations=True)
+
+    hsic = subs.add_parser("hsic", help="independence test (DPHSICTest).",
+                           description="Are --x-columns independent of --y-columns? "
+                                       "(DP kernel HSIC)")
+    hsic.add_argument("--x-columns", nargs="+", required=True, metavar="COL")
+    hsic.add_argument("--y-columns", nargs="+", required=True, metavar="COL")
+    _add_common(hsic, permutations=True)
+
+    evalue = subs.add_parser(
+        "evalue", help="e-value test of a simple null law vs a simple alternative law.",
+        description="Private e-value test (PrivateEValueTest) of one column. Laws are "
+                    "scipy.stats distributions with numeric arguments, e.g. "
+                    "'bernoulli(0.3)', 'norm(loc=0, scale=1)', 'binom(10, 0.2)'.",
+    )
+    evalue.add_argument("--column", required=True, metavar="COL")
+    evalue.add_argument("--null", required=True, type=_law_type, metavar="LAW")
+    evalue.add_argument("--alternative", required=True, type=_law_type, metavar="LAW")
+    _add_common(evalue, permutations=False)
+    return parser, {"mmd": mmd, "hsic": hsic, "evalue": evalue}
+
+
+# -- data -------------------------------------------------------------------------------
+
+
+def _read_csv(path):
+    import pandas as pd  # only the data subcommands need it
+
+    if not os.path.exists(path):
+        raise _CliError(EXIT_BAD_INPUT, f"--file {path!r}: no such file")
+    if os.path.isdir(path):
+        raise _CliError(EXIT_BAD_INPUT, f"--file {path!r}: is a directory")
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise _CliError(EXIT_BAD_INPUT, f"--file {path!r}: the file is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise _CliError(EXIT_BAD_INPUT, f"--file {path!r}: cannot read it as CSV ({first})") \
+            from None
+
+
+def _column(frame, name, path, option):
+    if name not in frame.columns:
+        known = ", ".join(map(str, frame.columns))
+        raise _CliError(EXIT_BAD_INPUT,
+                        f"{option}: no column {name!r} in {path!r} (columns: {known})")
+    column = frame[name]
+    missing = int(column.isna().sum())
+    if missing:
+        raise _CliError(EXIT_BAD_INPUT,
+                        f"{option}: column {name!r} has {missing} missing value(s)")
+    return column
+
+
+def _numeric(frame, names, path, option):
+    import pandas as pd
+
+    columns = []
+    for name in names:
+        column = _column(frame, name, path, option)
+        values = pd.to_numeric(column, errors="coerce")
+        bad = np.flatnonzero(values.isna().to_numpy())
+        if bad.size:
+            # Line numbers count the header as line 1. The value itself is not echoed.
+            raise _CliError(
+                EXIT_BAD_INPUT,
+                f"{option}: column {name!r} is not numeric ({bad.size} non-numeric "
+                f"value(s), first on line {bad[0] + 2} of {path!r})",
+            )
+        columns.append(values.to_numpy(dtype=np.float64))
+    return np.column_stack(columns)
+
+
+# -- the ledger -------------------------------------------------------------------------
+
+
+def _stored_totals(path):
+    """The totals (ε, δ) recorded in a ledger file, or None if they cannot be read.
+
+    Only a hint: :class:`~skdptest.PrivacyBudget` then reopens the file and verifies
+    all of it (marker, digest, hash chain), refusing anything damaged or foreign.
+    """
+    try:
+        con = sqlite3.connect(Path(os.path.abspath(path)).as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        rows = con.execute("SELECT epsilon, delta FROM totals").fetchall()
+    except (sqlite3.Error, UnicodeDecodeError):
+        return None
+    finally:
+        con.close()
+    if len(rows) != 1 or not all(type(v) is float for v in rows[0]):
+        return None
+    return rows[0]
+
+
+def _open_ledger(args):
+    if args.ledger is None:
+        return None
+    path = args.ledger
+    try:
+        if args.budget_epsilon is not None:
+            delta = 0.0 if args.budget_delta is None else args.budget_delta
+            return PrivacyBudget(args.budget_epsilon, delta, path=path)
+        if not os.path.lexists(path):
+            raise _CliError(EXIT_LEDGER, f"--ledger {path!r}: no such ledger; pass "
+                                         "--budget-epsilon (and --budget-delta) to create it")
+        totals = _stored_totals(path)
+        if totals is None:
+            # Not readable as a ledger: the constructor says exactly why (the file exists,
+            # so it never creates one here).
+            return PrivacyBudget(1.0, 0.0, path=path)
+        if args.budget_delta is not None and args.budget_delta != totals[1]:
+            raise _CliError(EXIT_LEDGER, f"--ledger {path!r}: holds delta={totals[1]}, "
+                                         f"not --budget-delta {args.budget_delta}")
+        return PrivacyBudget(totals[0], totals[1], path=path)
+    except LedgerError as exc:
+        raise _CliError(EXIT_LEDGER, str(exc)) from None
+    except (ValueError, TypeError) as exc:  # e.g. an unusable path
+        raise _CliError(EXIT_LEDGER, f"--ledger {path!r}: {exc}") from None
+
+
+def _ledger_summary(budget):
+    if budget is None:
+        return None
+    spent, remaining = budget.spent, budget.remaining
+    return {
+        "path": budget.path,
+        "epsilon": budget.epsilon,
+        "delta": budget.delta,
+        "spent_epsilon": spent[0],
+        "spent_delta": spent[1],
+        "remaining_epsilon": remaining[0],
+        "remaining_delta": remaining[1],
+        "n_releases": len(budget),
+    }
+
+
+# -- results ----------------------------------------------------------------------------
+
+
+def _plain(value):
+    """A JSON value for a result field (strict JSON: non-finite floats become strings)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str):
+        return value
+    return repr(value)
+
+
+def result_fields(result):
+    """Every field of a frozen result, plus its ``pvalue`` where it is a property.
+
+    Parameters
+    ----------
+    result : TestResult
+
+    Returns
+    -------
+    dict
+        Field name to JSON-ready value.
+    """
+    fields = {f.name: _plain(getattr(result, f.name)) for f in dataclasses.fields(result)}
+    if "pvalue" not in fields and hasattr(result, "pvalue"):
+        fields["pvalue"] = _plain(result.pvalue)
+    return fields
+
+
+def _report(args, result, budget):
+    fields = result_fields(result)
+    ledger = _ledger_summary(budget)
+    if args.json:
+        payload = {"command": args.command, "result_type": type(result).__name__,
+                   "result": fields, "ledger": ledger}
+        print(json.dumps(payload, allow_nan=False, sort_keys=True))
+        return
+    print(f"{type(result).__name__} ({args.command})")
+    for name, value in fields.items():
+        print(f"  {name}: {value}")
+    if ledger is not None:
+        print(f"ledger {ledger['path']}: spent epsilon={ledger['spent_epsilon']:g}, "
+              f"delta={ledger['spent_delta']:g} of epsilon={ledger['epsilon']:g}, "
+              f"delta={ledger['delta']:g} ({ledger['n_releases']} releases)")
+
+
+# -- subcommands ------------------------------------------------------------------------
+
+
+def _run_test(args):
+    frame = _read_csv(args.file)
+    if args.command == "mmd":
+        X = _numeric(frame, args.columns, args.file, "--columns")
+        y = _column(frame, args.group_column, args.file, "--group-column").to_numpy()
+        estimator = skdptest.DPMMDTest(epsilon=args.epsilon, alpha=args.alpha,
+                                       n_permutations=args.n_permutations)
+    elif args.command == "hsic":
+        X = _numeric(frame, args.x_columns, args.file, "--x-columns")
+        y = _numeric(frame, args.y_columns, args.file, "--y-columns")
+        estimator = skdptest.DPHSICTest(epsilon=args.epsilon, alpha=args.alpha,
+                                        n_permutations=args.n_permutations)
+    else:
+        X = _numeric(frame, [args.column], args.file, "--column")
+        y = None
+        estimator = skdptest.PrivateEValueTest(args.null, args.alternative,
+                                               epsilon=args.epsilon, alpha=args.alpha)
+    budget = _open_ledger(args)
+    # Unset seed: the estimator draws from OS entropy (the only safe choice for real data).
+    estimator.set_params(budget=budget, random_state=args.seed)
+    if args.seed is not None:
+        print(_SEED_WARNING, file=sys.stderr)
+    try:
+        result = estimator.test(X, y)
+    except BudgetExceededError as exc:
+        raise _CliError(EXIT_BUDGET, str(exc)) from None
+    except LedgerError as exc:
+        raise _CliError(EXIT_LEDGER, str(exc)) from None
+    except InvalidParameterError as exc:
+        # A parameter (or a pair, such as laws of different kinds) the estimator refuses.
+        raise _CliError(EXIT_USAGE, str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        # Raised before the charge (the contract): data the test cannot use.
+        raise _CliError(EXIT_BAD_INPUT, str(exc)) from None
+    _report(args, result, budget)
+    return EXIT_OK
+
+
+def main(argv=None):
+    """Run the ``skdptest`` command line; return its exit code.
+
+    Parameters
+    ----------
+    argv : list of str, default=None
+        Arguments without the program name (``sys.argv[1:]`` when None).
+
+    Returns
+    -------
+    int
+        0 success, 2 usage error, 3 bad input, 4 budget exhausted, 5 ledger error.
+        argparse itself exits with 2 (``SystemExit``) on a malformed command line.
+    """
+    parser, subparsers = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if args.command == "demo":
+        return demo()
+    if args.ledger is None and (args.budget_epsilon is not None
+                                or args.budget_delta is not None):
+        subparsers[args.command].error("--budget-epsilon and --budget-delta need --ledger")
+    if args.command == "evalue":
+        kinds = {isinstance(law.dist, stats.rv_discrete)
+                 for law in (args.null, args.alternative)}
+        if len(kinds) > 1:
+            subparsers["evalue"].error(
+                "--null and --alternative must both be discrete or both continuous laws")
+    try:
+        return _run_test(args)
+    except _CliError as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the source message
+        print(f"skdptest {args.command}: error: {message}", file=sys.stderr)
+        return exc.code
