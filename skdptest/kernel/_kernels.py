@@ -245,7 +245,13 @@ def check_kernel_spec(kernel, kernel_params, kernel_bound, *, name="kernel"):
                 f"(allowed: {sorted(allowed)})."
             )
         gamma = params.get("gamma")
-        if isinstance(gamma, str) and gamma == "median":
+        if isinstance(gamma, str) and gamma == "aggregate":
+            if kernel not in _MEDIAN_KERNELS:
+                raise InvalidParameterError(
+                    f"{params_name}['gamma']='aggregate' is available for "
+                    f"{sorted(_MEDIAN_KERNELS)} only, not {name}={kernel!r}."
+                )
+        elif isinstance(gamma, str) and gamma == "median":
             if kernel not in _MEDIAN_KERNELS:
                 raise InvalidParameterError(
                     f"{params_name}['gamma']='median' is available for "
@@ -356,8 +362,9 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
     """
     check_kernel_spec(kernel, kernel_params, kernel_bound, name=name)
     params = {} if kernel_params is None else dict(kernel_params)
-    if uses_private_median(kernel, params):
-        params["gamma"] = None  # placeholder until the private median is drawn
+    if uses_private_median(kernel, params) or (isinstance(params.get("gamma"), str)
+                                               and params["gamma"] == "aggregate"):
+        params["gamma"] = None  # placeholder until the bandwidth is drawn or looped over
     bound_name = f"{name}_bound"
     if isinstance(kernel, str):
         if kernel == "chi2" and np.any(X < 0):

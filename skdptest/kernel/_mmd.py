@@ -23,6 +23,18 @@ from .._params import (
     NoneValue,
     RandomState,
 )
+from ._bandwidth import (
+    Progress,
+    aggregate_sensitivity,
+    bandwidth_grid,
+    centre_abs_error,
+    map_in_threads,
+    mmd_centre,
+    mmd_centre_constants,
+    same_stream,
+    trace_abs_error,
+    uses_aggregate,
+)
 from ._kernels import (
     KERNEL_CONSTRAINT,
     KERNEL_PARAMS_CONSTRAINT,
@@ -483,6 +495,49 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
     return np.sqrt(np.maximum(stat2, 0.0))
 
 
+def _trace_hkh(X, kernel):
+    """``tr(K) - 1^T K 1 / N`` of the Gram matrix, in row blocks (O(N) memory per row)."""
+    n = len(X)
+    trace = total = 0.0
+    for start in range(0, n, BLOCK_ROWS):
+        K = kernel(X[start:start + BLOCK_ROWS], X)
+        trace += float(np.trace(K, offset=start))
+        total += float(K.sum())
+    return trace - total / n
+
+
+def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n_jobs=None,
+                             progress=None):
+    """The B + 1 statistics of the bandwidth aggregate (see ``_bandwidth``).
+
+    For every ``gamma`` of the public grid: the statistics ``s_b`` of
+    :func:`mmd_permutation_statistics` with the SAME relabellings (each bandwidth reads
+    its own copy of ``rng`` in the same state; ``rng`` then ends where one pass leaves
+    it), minus the relabelling-invariant centring ``h = sqrt(max(c, f))``. Returns the
+    maximum over the grid, for each b. Bandwidths are computed on ``n_jobs`` threads;
+    every value is computed by the same calls whatever ``n_jobs``.
+
+    Returns
+    -------
+    statistics : ndarray of shape (n_permutations + 1,)
+    """
+    codes = np.asarray(codes)
+    sizes = np.bincount(codes)
+    copies = same_stream(rng, len(gammas))
+
+    def one(i):
+        k = kernel.with_gamma(gammas[i])
+        stats = mmd_permutation_statistics(X, codes, n_permutations, copies[i], k)
+        h, _ = mmd_centre(_trace_hkh(X, k), sizes, kernel.kappa, kernel.nonnegative)
+        if progress is not None:
+            progress.step()
+        return stats - h
+
+    parts = map_in_threads(one, list(range(len(gammas))), n_jobs)
+    rng.bit_generator.state = copies[0].bit_generator.state
+    return np.max(np.vstack(parts), axis=0)
+
+
 _STACK_HINT = (
     "To test two samples X1 and X2, stack them and label the rows: "
     "X = np.vstack([X1, X2]); y = np.repeat([0, 1], [len(X1), len(X2)]), "
@@ -507,6 +562,7 @@ class _MMDPlan:
     noise: Any
     memory_bytes: int
     method: str
+    gammas: Any = None
 
 
 def check_memory(needed, limit, what, hint=""):
@@ -719,13 +775,15 @@ class DPMMDTest(BasePrivateTest):
         "alpha": [Interval(Real, 0, 1, closed="neither")],
         "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
         "max_memory": [Interval(Integral, 1, None)],
+        "n_jobs": [NoneValue(), Interval(Integral, None, None)],
+        "verbose": [Interval(Integral, 0, 1)],
         "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
         "random_state": [RandomState()],
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
-                 budget=None, random_state=None):
+                 n_jobs=None, verbose=0, budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -734,11 +792,16 @@ class DPMMDTest(BasePrivateTest):
         self.alpha = alpha
         self.n_permutations = n_permutations
         self.max_memory = max_memory
+        self.n_jobs = n_jobs
+        self.verbose = verbose
         self.budget = budget
         self.random_state = random_state
 
     def _check_params(self, params):
         check_kernel_spec(params["kernel"], params["kernel_params"], params["kernel_bound"])
+        if params["n_jobs"] == 0:
+            raise InvalidParameterError("n_jobs must be None, a positive int or a negative "
+                                        "int (joblib's convention), got 0.")
         return params
 
     def _validate_input(self, X, y, reset):
@@ -793,12 +856,23 @@ class DPMMDTest(BasePrivateTest):
         if median:  # the bandwidth's share (an exponential mechanism) comes first
             noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
         abs_error = mmd_abs_error(sizes, kernel.kappa, kernel.diameter, squared=squared)
+        method = "dpMMD" if n_groups == 2 else "dpMMD k-sample"
+        gammas = None
+        if uses_aggregate(params["kernel"], params["kernel_params"]):
+            # max over a public grid of centred statistics (see _bandwidth): the
+            # sensitivity grows by the centring's share only, the error by its rounding
+            gammas = bandwidth_grid(params["kernel"], X.shape[1])
+            constants = mmd_centre_constants(sizes, kernel.kappa, kernel.nonnegative)
+            sensitivity = aggregate_sensitivity(sensitivity, constants)
+            abs_error += centre_abs_error(constants, trace_abs_error(n, kernel.kappa),
+                                          2.0 * kernel.diameter)
+            method += " aggregate"
         return _MMDPlan(
             classes=classes, codes=codes, sizes=sizes, kernel=kernel, median=median,
             squared=squared, sensitivity=sensitivity, abs_error=abs_error,
             noise_epsilon=noise_epsilon,
             noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
-            memory_bytes=memory, method="dpMMD" if n_groups == 2 else "dpMMD k-sample",
+            memory_bytes=memory, method=method, gammas=gammas,
         )
 
     def _release(self, prep, rng):
@@ -809,8 +883,19 @@ class DPMMDTest(BasePrivateTest):
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
             gamma = private_median_gamma(X, params["kernel"], eps_bw, rng)
             kernel = kernel.with_gamma(gamma)
-        stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,
-                                           kernel, squared=plan.squared)
+        if plan.gammas is not None:
+            progress = Progress(params["verbose"], len(plan.gammas), "bandwidths")
+            progress.message(
+                f"dpMMD aggregate: {len(plan.gammas)} bandwidths x "
+                f"{params['n_permutations'] + 1} statistics on N = {X.shape[0]} rows"
+                + ("" if params["n_jobs"] not in (None, 1) else
+                   "; n_jobs=-1 computes the bandwidths on all cores"))
+            stats = mmd_aggregate_statistics(X, plan.codes, params["n_permutations"], rng,
+                                             kernel, plan.gammas, n_jobs=params["n_jobs"],
+                                             progress=progress)
+        else:
+            stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,
+                                               kernel, squared=plan.squared)
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
@@ -820,7 +905,8 @@ class DPMMDTest(BasePrivateTest):
         )
 
     def _fitted_attributes(self, prep, result):
-        return {"classes_": prep.plan.classes, "gamma_": result.gamma}
+        return {"classes_": prep.plan.classes, "gamma_": result.gamma,
+                "gamma_grid_": prep.plan.gammas}
 
     def _score_value(self, result):
         return -math.log(result.pvalue)
