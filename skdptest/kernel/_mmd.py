@@ -21,6 +21,7 @@ from .._params import (
     Interval,
     InvalidParameterError,
     NoneValue,
+    Options,
     RandomState,
 )
 from ._bandwidth import (
@@ -34,6 +35,17 @@ from ._bandwidth import (
     same_stream,
     trace_abs_error,
     uses_aggregate,
+)
+from ._features import (
+    FEATURE_RADIUS,
+    MAX_COMPONENTS,
+    MAX_EXACT_ROWS,
+    check_feature_kernel,
+    draw_frequencies,
+    feature_map,
+    feature_mmd_abs_error,
+    feature_mmd_memory_bytes,
+    feature_mmd_statistics,
 )
 from ._kernels import (
     KERNEL_CONSTRAINT,
@@ -563,6 +575,7 @@ class _MMDPlan:
     memory_bytes: int
     method: str
     gammas: Any = None
+    features: Any = None  # (kernel name, gamma or None, n_components) with method="features"
 
 
 def check_memory(needed, limit, what, hint=""):
@@ -777,13 +790,16 @@ class DPMMDTest(BasePrivateTest):
         "max_memory": [Interval(Integral, 1, None)],
         "n_jobs": [NoneValue(), Interval(Integral, None, None)],
         "verbose": [Interval(Integral, 0, 1)],
+        "method": [Options("exact", "features")],
+        "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
         "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
         "random_state": [RandomState()],
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
-                 n_jobs=None, verbose=0, budget=None, random_state=None):
+                 n_jobs=None, verbose=0, method="exact", n_components=64, budget=None,
+                 random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -794,6 +810,8 @@ class DPMMDTest(BasePrivateTest):
         self.max_memory = max_memory
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.method = method
+        self.n_components = n_components
         self.budget = budget
         self.random_state = random_state
 
@@ -839,6 +857,8 @@ class DPMMDTest(BasePrivateTest):
                 f"DPMMDTest needs at least 2 rows in every group of y; the smallest of "
                 f"the {classes.size} groups has {int(sizes.min())} row."
             )
+        if params["method"] == "features":
+            return self._features_plan(params, X, classes, codes, sizes)
         kernel = resolve_kernel(params["kernel"], params["kernel_params"],
                                 params["kernel_bound"], X)
         squared = not kernel.positive_definite
@@ -875,8 +895,59 @@ class DPMMDTest(BasePrivateTest):
             memory_bytes=memory, method=method, gammas=gammas,
         )
 
+    def _features_plan(self, params, X, classes, codes, sizes):
+        # Random Fourier features (see _features): the feature kernel is positive
+        # definite with k(x, x) <= R^2, so the sqrt-MMD sensitivity holds with diameter 2R.
+        gamma = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
+        n, n_groups = int(codes.size), int(sizes.size)
+        if n > MAX_EXACT_ROWS:
+            raise InvalidParameterError(
+                f"method='features' accepts at most {MAX_EXACT_ROWS} rows (exact integer "
+                f"sums); got N = {n}.")
+        D = params["n_components"]
+        memory = feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
+                                          params["n_permutations"])
+        check_memory(memory, params["max_memory"],
+                     f"DPMMDTest(method='features', n_components={D}) with N = {n} rows")
+        median = uses_private_median(params["kernel"], params["kernel_params"])
+        noise_epsilon = params["epsilon"]
+        if median:
+            noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
+        sensitivity = mmd_sensitivity(sizes, 2.0 * FEATURE_RADIUS)
+        abs_error = feature_mmd_abs_error(D, n_groups)
+        return _MMDPlan(
+            classes=classes, codes=codes, sizes=sizes, kernel=None, median=median,
+            squared=False, sensitivity=sensitivity, abs_error=abs_error,
+            noise_epsilon=noise_epsilon,
+            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
+            memory_bytes=memory,
+            method="dpMMD features" if n_groups == 2 else "dpMMD k-sample features",
+            features=(params["kernel"], gamma, D),
+        )
+
+    def _features_release(self, prep, rng):
+        # order of the draws: private bandwidth (if asked), frequencies, relabellings,
+        # noise; the frequencies never see the data
+        params, plan, X = prep.params, prep.plan, prep.X
+        name, gamma, D = plan.features
+        released = None
+        if plan.median:
+            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
+            gamma = released = float(private_median_gamma(X, name, eps_bw, rng))
+        omega = draw_frequencies(name, gamma, X.shape[1], D, rng)
+        stats = feature_mmd_statistics(feature_map(X, omega), plan.codes,
+                                       params["n_permutations"], rng)
+        return make_permutation_result(
+            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
+            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
+            noise_epsilon=plan.noise_epsilon, method=plan.method, statistic="sqrt",
+            gamma=released,
+        )
+
     def _release(self, prep, rng):
         params, plan, X = prep.params, prep.plan, prep.X
+        if plan.features is not None:
+            return self._features_release(prep, rng)
         kernel, gamma = plan.kernel, None
         if plan.median:
             # labels are not used: the bandwidth is invariant under relabelling

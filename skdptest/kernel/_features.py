@@ -1,0 +1,348 @@
+"""Random Fourier feature statistics for dpMMD and dpHSIC (``method="features"``).
+
+A shift-invariant kernel ``k(x, x') = E_w[cos(w^T (x - x'))]`` (rbf: ``w ~
+N(0, 2 gamma I)``; laplacian ``exp(-gamma ||x - x'||_1)``: i.i.d. Cauchy(0, gamma)
+coordinates) is replaced by the feature kernel ``k_phi(x, x') = phi(x)^T phi(x')``
+with ``phi(x) = D^{-1/2} [cos(w_j^T x), sin(w_j^T x)]_{j=1..D}``: ``D`` frequencies
+drawn from the generator, independently of the data. ``||phi(x)|| = 1`` exactly, so
+``k_phi`` is a positive definite kernel with ``k_phi(x, x) = 1`` and the sqrt-MMD and
+sqrt-HSIC sensitivities of the exact tests apply with feature diameter ``2 R``
+(``R`` the certified bound on the norm of every *computed* feature row, below).
+
+Float safety. Each computed row is a deterministic function of that row alone (and
+of the public frequencies): the angles are formed elementwise (a fixed sequence of
+correctly rounded multiplications and additions, no BLAS reduction whose order
+could depend on the row's position), then cos/sin, then the row is *quantised* to
+integers ``k = round(phi * 2^23)`` (exact in float32 and float64) and, if its exact
+integer squared norm exceeds ``R^2 2^46``, shrunk until it does not (an integer
+check, so ``||phi_q|| <= R = 1 + 2^-16`` holds for every row whatever the
+accuracy of cos/sin). The MMD sums of integer rows over at most ``2^30`` rows are
+exact in float64 (every partial sum is an integer below ``2^53``), so the sums do
+not depend on BLAS, threads, blocks or chunks; only the last few operations round,
+which :func:`feature_mmd_abs_error` bounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._params import InvalidParameterError
+
+__all__ = [
+    "FEATURE_KERNELS",
+    "FEATURE_RADIUS",
+    "MAX_COMPONENTS",
+    "check_feature_kernel",
+    "draw_frequencies",
+    "feature_hsic_abs_error",
+    "feature_hsic_memory_bytes",
+    "feature_hsic_statistics",
+    "feature_map",
+    "feature_mmd_abs_error",
+    "feature_mmd_memory_bytes",
+    "feature_mmd_statistics",
+    "subset_masks",
+]
+
+# Kernels with a known spectral law (sklearn parametrisation, named kernels only).
+FEATURE_KERNELS = ("rbf", "laplacian")
+# Largest accepted n_components (D): 2 D features per row.
+MAX_COMPONENTS = 2**14
+# Quantisation: features are integers times 2^-_QBITS (|k| <= 2^_QBITS).
+_QBITS = 23
+# Public bound R on the norm of every computed (quantised) feature row. Rounding to
+# the 2^-23 grid moves a unit row by at most sqrt(2 D) 2^-24 <= 2^-16 for D <= 2^15.
+FEATURE_RADIUS = 1.0 + 2.0**-16
+# R^2 2^46 as an exact integer: (1 + 2^-16)^2 2^46 = 2^46 + 2^31 + 2^14.
+_RADIUS2_INT = 2**46 + 2**31 + 2**14
+# Rows per block of the feature map and of the masked sums.
+BLOCK_ROWS = 4096
+# Bytes of relabelling masks (bool, columns x N) held at once.
+MAX_MASK_BYTES = 64 * 2**20
+# Most rows whose integer sums stay exact in float64 (N 2^23 <= 2^53).
+MAX_EXACT_ROWS = 2**30
+
+_U = 2.0**-53
+
+
+def check_feature_kernel(kernel, kernel_params, n_input):
+    """The bandwidth of a ``method="features"`` kernel; refuse kernels without one.
+
+    Returns ``gamma`` (float), or None for the private median (drawn in the
+    release). Without a numeric ``gamma`` the data-independent ``1 / n_features``
+    is used (the bandwidth aggregate of the exact test is not available here).
+
+    Raises
+    ------
+    InvalidParameterError
+        If ``kernel`` is not "rbf" or "laplacian", or ``gamma="aggregate"``.
+    """
+    if not (isinstance(kernel, str) and kernel in FEATURE_KERNELS):
+        raise InvalidParameterError(
+            f"method='features' needs kernel in {FEATURE_KERNELS} (a shift-invariant "
+            f"kernel with a known spectral law); got kernel={kernel!r}. Use "
+            "method='exact' for other kernels.")
+    gamma = None if kernel_params is None else kernel_params.get("gamma")
+    if gamma is None:
+        return 1.0 / n_input
+    if isinstance(gamma, str):
+        if gamma == "median":
+            return None
+        raise InvalidParameterError(
+            f"method='features' takes a numeric kernel_params['gamma'] or 'median'; got "
+            f"{gamma!r} (the bandwidth aggregate needs method='exact').")
+    return float(gamma)
+
+
+def _gamma(k):
+    return k * _U / (1.0 - k * _U)
+
+
+def draw_frequencies(kernel, gamma, n_input, n_components, rng):
+    """``D`` frequencies of the spectral law of ``kernel``, shape ``(d, D)``.
+
+    Drawn from ``rng`` only (never from the data). rbf ``exp(-gamma ||t||^2)`` is the
+    characteristic function of ``N(0, 2 gamma I)``; laplacian ``exp(-gamma ||t||_1)``
+    the product of those of independent Cauchy(0, gamma) coordinates.
+    """
+    if kernel == "rbf":
+        return rng.standard_normal((n_input, n_components)) * math.sqrt(2.0 * gamma)
+    if kernel == "laplacian":
+        return rng.standard_cauchy((n_input, n_components)) * gamma
+    raise ValueError(f"no spectral law for kernel {kernel!r}; expected one of "
+                     f"{FEATURE_KERNELS}.")
+
+
+def feature_map(X, omega, block_rows=BLOCK_ROWS):
+    """Quantised random Fourier features: integer-valued float32 array ``(N, 2 D)``.
+
+    Row i is ``round(2^23 D^{-1/2} [cos(theta), sin(theta)])`` with ``theta_j =
+    sum_k x_ik omega_kj`` summed in the order k = 0 .. d - 1 (elementwise, no
+    reduction kernel): a function of row i alone. The value of the feature row is
+    this times ``2^-23``; its norm is at most ``FEATURE_RADIUS`` (exact integer check
+    and shrink, see the module notes).
+    """
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    n_comp = omega.shape[1]
+    scale = math.sqrt(1.0 / n_comp) * 2.0**_QBITS
+    out = np.empty((n, 2 * n_comp), dtype=np.float32)
+    for r0 in range(0, n, block_rows):
+        xb = X[r0:r0 + block_rows]
+        theta = xb[:, :1] * omega[0]
+        for k in range(1, d):
+            theta += xb[:, k:k + 1] * omega[k]
+        q = np.empty((len(xb), 2 * n_comp))
+        np.cos(theta, out=q[:, :n_comp])
+        np.sin(theta, out=q[:, n_comp:])
+        # NaN (an inf angle) maps to 0: a function of the row, norm still <= R
+        q = np.nan_to_num(q * scale, nan=0.0)
+        k_int = np.clip(np.rint(q), -(2**_QBITS), 2**_QBITS).astype(np.int64)
+        out[r0:r0 + len(xb)] = _shrink_rows(k_int)
+    return out
+
+
+def _shrink_rows(k_int):
+    """Shrink every integer row with ``sum k^2 > R^2 2^46`` until it is within (exact)."""
+    norms = np.einsum("ij,ij->i", k_int, k_int)  # int64: at most 2D 2^46 < 2^63
+    for i in np.flatnonzero(norms > _RADIUS2_INT):  # never seen with a faithful libm
+        row = k_int[i]
+        while int(np.dot(row, row)) > _RADIUS2_INT:
+            # towards zero: every nonzero |k| strictly decreases, so this ends
+            row = np.sign(row) * ((np.abs(row) * (2**20 - 1)) // 2**20)
+        k_int[i] = row
+    return k_int
+
+
+def subset_masks(n, m, n_rows, rng, fix_rng):
+    """``n_rows`` uniformly random ``m``-subsets of ``range(n)`` as boolean masks.
+
+    Each row: ``ceil(n / 4)`` uint64 words from ``rng`` (a fixed amount per row, so
+    the rows do not depend on how they are chunked) give ``n`` 16-bit keys; the
+    positions with key ``< t`` (``t / 2^16 ~ m / n``) are selected, then the count is
+    fixed to exactly ``m`` by unselecting (or selecting) a uniformly random subset
+    of the selected (unselected) positions, drawn from ``fix_rng``. The law of the
+    result is invariant under every permutation of the positions (i.i.d. keys, a
+    uniform correction) and it is supported on the m-subsets, on which the symmetric
+    group acts transitively: it is the uniform law, exactly.
+    """
+    words = -(-n // 4)
+    keys = rng.integers(0, 2**64, size=(n_rows, words), dtype=np.uint64, endpoint=False)
+    keys = keys.view(np.uint16)[:, :n]
+    t = min(2**16 - 1, max(1, round(2**16 * m / n)))
+    masks = keys < np.uint16(t)
+    counts = np.count_nonzero(masks, axis=1)
+    for r in range(n_rows):  # in row order: fix_rng is consumed independently of chunks
+        excess = int(counts[r]) - m
+        if excess == 0:
+            continue
+        pool = np.flatnonzero(masks[r] if excess > 0 else ~masks[r])
+        flip = fix_rng.choice(pool.size, size=abs(excess), replace=False)
+        masks[r, pool[flip]] = excess < 0
+    return masks
+
+
+def _masked_sums(F, masks, block_rows):
+    """``masks @ F`` in float64, exact (integer features, integer partial sums)."""
+    out = np.zeros((masks.shape[0], F.shape[1]))
+    for r0 in range(0, F.shape[0], block_rows):
+        r1 = r0 + block_rows
+        out += masks[:, r0:r1].astype(np.float64) @ F[r0:r1].astype(np.float64)
+    return out
+
+
+def _chunk_columns(n, n_masks_per_column, max_mask_bytes):
+    return max(1, int(max_mask_bytes // max(1, n * n_masks_per_column)))
+
+
+def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None,
+                           block_rows=BLOCK_ROWS):
+    """The B + 1 MMD statistics (observed first) of quantised feature rows ``F``.
+
+    Two groups: ``||mu_S - mu_rest||`` with S the smaller group (observed, then
+    uniform relabellings, :func:`subset_masks`); G >= 3 groups:
+    ``sqrt(sum_g (n_g / N) ||mu_g - mu||^2)`` with relabellings by Fisher-Yates
+    (``Generator.permuted``, one row per relabelling). Group sums are exact
+    integers (see the module notes); the statistics' rounding is bounded by
+    :func:`feature_mmd_abs_error`. Memory: ``F`` plus one chunk of masks.
+
+    Returns
+    -------
+    statistics : ndarray of shape (n_permutations + 1,)
+    """
+    if max_mask_bytes is None:
+        max_mask_bytes = MAX_MASK_BYTES
+    codes = np.asarray(codes)
+    n = codes.size
+    sizes = np.bincount(codes)
+    n_groups = sizes.size
+    n_stats = n_permutations + 1
+    total = _masked_sums(F, np.ones((1, n), dtype=bool), block_rows)[0]
+    out = np.empty(n_stats)
+    if n_groups == 2:
+        small = int(np.argmin(sizes))
+        p, q = int(sizes[small]), n - int(sizes[small])
+        inv_p, inv_q = 1.0 / p, 1.0 / q
+        # one generator for the count corrections, drawn before any relabelling
+        fix_rng = np.random.default_rng(int(rng.integers(2**63)))
+        per = _chunk_columns(n, 1, max_mask_bytes)
+        for start in range(0, n_stats, per):
+            rows = min(per, n_stats - start)
+            masks = np.empty((rows, n), dtype=bool)
+            first = 1 if start == 0 else 0
+            if first:
+                masks[0] = codes == small
+            masks[first:] = subset_masks(n, p, rows - first, rng, fix_rng)
+            u_s = _masked_sums(F, masks, block_rows)
+            s = u_s * inv_p - (total - u_s) * inv_q  # total - u_s: exact integers
+            out[start:start + rows] = np.sqrt(np.einsum("ij,ij->i", s, s))
+    else:
+        weights = sizes / n
+        inv = 1.0 / sizes.astype(np.float64)
+        mean = total * (1.0 / n)
+        template = codes.astype(np.int8 if n_groups < 128 else np.int32)
+        groups = np.arange(n_groups - 1)
+        per = _chunk_columns(n, n_groups - 1, max_mask_bytes)
+        for start in range(0, n_stats, per):
+            rows = min(per, n_stats - start)
+            assign = np.empty((rows, n), dtype=template.dtype)
+            assign[:] = template
+            first = 1 if start == 0 else 0
+            rng.permuted(assign[first:], axis=1, out=assign[first:])
+            masks = (assign[:, None, :] == groups[None, :, None]).reshape(-1, n)
+            u = _masked_sums(F, masks, block_rows).reshape(rows, n_groups - 1, -1)
+            last = total - u.sum(axis=1)  # exact integers
+            u = np.concatenate([u, last[:, None, :]], axis=1)
+            w = u * inv[None, :, None] - mean
+            t2 = np.einsum("bgj,bgj,g->b", w, w, weights)
+            out[start:start + rows] = np.sqrt(t2)
+    return out * 2.0**-_QBITS
+
+
+def feature_mmd_abs_error(n_components, n_groups):
+    """Certified bound on the float64 error of each feature MMD statistic.
+
+    The group sums ``U`` are exact (integers). Then, in units of 2^-23 (an exact
+    scaling): each centred group mean ``w_g = U_g fl(1/n_g) - c`` (two groups:
+    ``U_S/p - U_rest/q``) is within ``8 u R`` in norm of its exact value (two
+    roundings of each of two products of norm at most R, the reciprocal, one
+    subtraction); the weighted squared norm over ``2 D G`` terms and the square
+    root add a relative ``gamma_{2DG+G+8} + 2u`` of a statistic at most 2R. Doubled
+    as a safety factor.
+    """
+    r = FEATURE_RADIUS
+    k = 2 * int(n_components) * int(n_groups) + int(n_groups) + 8
+    return 2.0 * (8 * _U * r + (_gamma(k) + 2 * _U) * 3 * r)
+
+
+def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
+                             max_mask_bytes=None, block_rows=BLOCK_ROWS):
+    """Estimated peak memory, in bytes, of a feature dpMMD release (X not counted).
+
+    The float32 features (``8 N D``), one block of the feature map (angles and
+    float64/int64 temporaries, ``~40 block D``), one chunk of masks and relabelling
+    keys (bool and uint16 per entry, 3 bytes), the block products, and the B + 1
+    statistics with their noise.
+    """
+    if max_mask_bytes is None:
+        max_mask_bytes = MAX_MASK_BYTES
+    n_masks = 1 if n_groups == 2 else n_groups - 1
+    per = min(_chunk_columns(n, n_masks, max_mask_bytes), n_permutations + 1)
+    chunk = 3 * n * n_masks * per + 8 * min(n, block_rows) * (n_masks * per + 4 * n_components)
+    feature_block = 40 * min(n, block_rows) * n_components
+    return 8 * n * n_components + max(chunk, feature_block) + 64 * (n_permutations + 1)
+
+
+def feature_hsic_statistics(F, G, n_permutations, rng):
+    """The B + 1 feature ``sqrt(HSIC_b)`` statistics: ``||C_pi||_F``, observed first.
+
+    ``C_pi = (1/n) sum_i (phi_i - phi_bar)(psi_{pi(i)} - psi_bar)^T`` is the
+    empirical cross-covariance of the feature rows (exactly ``sqrt(HSIC_b)`` of
+    the kernels ``k_phi``, ``l_psi``). One ``(2Dx x n) (n x 2Dy)`` product per
+    permutation (the same shapes whatever the chunking: the values do not depend
+    on it); permutations by Fisher-Yates, one row at a time.
+    """
+    n = F.shape[0]
+    A = F.astype(np.float64)
+    Bm = G.astype(np.float64)
+    inv_n = 1.0 / n
+    outer = np.outer(A.sum(axis=0) * inv_n, Bm.sum(axis=0) * inv_n)
+    out = np.empty(n_permutations + 1)
+    perm = np.arange(n, dtype=np.int64)
+    scale = 2.0 ** (-2 * _QBITS)
+    for b in range(n_permutations + 1):
+        if b:
+            perm[:] = np.arange(n)
+            rng.permuted(perm, out=perm)
+        C = (A.T @ Bm[perm]) * inv_n - outer
+        out[b] = math.sqrt(float(np.einsum("ij,ij->", C, C)))
+    return out * scale
+
+
+def feature_hsic_abs_error(n, n_components_x, n_components_y):
+    """Certified bound on the float64 error of each feature ``sqrt(HSIC_b)``.
+
+    In units of 2^-46 (exact scaling), rows of norm at most R: the product over n
+    rows is within ``gamma_n sum_i ||a_i|| ||b_i|| <= gamma_n n R^2`` (Frobenius),
+    so ``/ n`` within ``(gamma_n + u) R^2``; each column sum likewise, so the outer
+    product of the means within ``(2 gamma_n + 4u) R^2 + ...``; the subtraction
+    ``u`` of at most ``2 R^2``. The Frobenius norm over ``4 Dx Dy`` terms and the
+    square root add a relative ``gamma_{4DxDy+4} + 2u`` of at most ``2 R^2``.
+    Doubled as a safety factor.
+    """
+    r2 = FEATURE_RADIUS**2
+    g = _gamma(int(n) + 8)
+    k = 4 * int(n_components_x) * int(n_components_y) + 4
+    return 2.0 * (8 * (g + 4 * _U) * r2 + (_gamma(k) + 2 * _U) * 3 * r2)
+
+
+def feature_hsic_memory_bytes(n, n_components_x, n_components_y):
+    """Estimated peak memory, in bytes, of a feature dpHSIC release (X, y not counted).
+
+    float32 features and their float64 copies (``24 n D`` per side), one gathered
+    copy of the y features, the cross-covariance and the permutation.
+    """
+    return (24 * n * (n_components_x + n_components_y) + 16 * n * n_components_y
+            + 32 * n_components_x * n_components_y + 16 * n)
