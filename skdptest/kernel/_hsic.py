@@ -13,7 +13,26 @@ from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
 from .._budget import PrivacyBudget
-from .._params import Boolean, InstanceOf, Interval, NoneValue, RandomState
+from .._params import (
+    Boolean,
+    InstanceOf,
+    Interval,
+    InvalidParameterError,
+    NoneValue,
+    Options,
+    RandomState,
+)
+from ._bandwidth import (
+    Progress,
+    aggregate_sensitivity,
+    bandwidth_grid,
+    centre_abs_error,
+    hsic_centre,
+    hsic_centre_constants,
+    map_in_threads,
+    trace_abs_error,
+    uses_aggregate,
+)
 from ._kernels import (
     KERNEL_CONSTRAINT,
     KERNEL_PARAMS_CONSTRAINT,
@@ -484,6 +503,76 @@ def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256, squared=Fal
     return _stat(traces, n, squared)
 
 
+def _centred_gram(kernel, data):
+    """``(HKH, tr(K) - 1^T K 1 / n)`` of one marginal's Gram matrix."""
+    K = kernel(data)
+    trace = float(np.trace(K)) - float(K.sum()) / len(data)
+    return _double_centre(K), trace
+
+
+def _diagonal_spectra(M):
+    """``rfft`` of every cyclic diagonal ``d -> (M[i, i + d])_i`` of ``M`` (n x n)."""
+    n = M.shape[0]
+    rows = np.arange(n)
+    return np.fft.rfft(M[rows[None, :], (rows[None, :] + rows[:, None]) % n], axis=1)
+
+
+def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x,
+                              gammas_y, *, cyclic=False, n_jobs=None, progress=None):
+    """The B + 1 statistics of the dpHSIC bandwidth aggregate (see ``_bandwidth``).
+
+    For every pair of the public grids (``None`` in a grid: the kernel as given) the
+    statistics ``s_b = sqrt(HSIC_b)`` with the SAME re-pairings (random permutations
+    drawn once, or all n cyclic shifts of one random order), minus the re-pairing
+    invariant ``h = sqrt(max(tr(HKH) tr(HLH) / ((n - 1) n^2), f))``; returns their
+    maximum over the pairs, for each b. The x bandwidths are computed on ``n_jobs``
+    threads; every value is computed by the same calls whatever ``n_jobs``.
+    Permutations: each pair costs one :func:`permutation_traces` (float64). Cyclic:
+    the diagonal spectra of every centred x Gram matrix and every y Gram matrix are
+    computed once; a pair costs one sum of n spectrum products.
+
+    Returns
+    -------
+    statistics : ndarray of shape (B + 1,) (B = n - 1 when ``cyclic``)
+    """
+    n = len(X)
+    kxs = [kernel_x if g is None else kernel_x.with_gamma(g) for g in gammas_x]
+    kys = [kernel_y if g is None else kernel_y.with_gamma(g) for g in gammas_y]
+    nonneg = (kernel_x.nonnegative, kernel_y.nonnegative)
+    kappas = (kernel_x.kappa, kernel_y.kappa)
+    if cyclic:
+        order = rng.permutation(n)  # as hsic_cyclic_statistics
+        X, Y = X[order], Y[order]
+    else:
+        perms = draw_permutations(n, n_permutations, rng)
+    ys = [_centred_gram(k, Y) for k in kys]
+    traces_y = [t for _, t in ys]
+    if cyclic:
+        ys = [_diagonal_spectra(k(Y)) for k in kys]
+    else:
+        ys = [np.ascontiguousarray(k(Y)) for k in kys]
+
+    def one(i):
+        Kc, tx = _centred_gram(kxs[i], X)
+        if cyclic:
+            fa = np.conj(_diagonal_spectra(Kc))
+        out = []
+        for L, ty in zip(ys, traces_y, strict=True):
+            if cyclic:
+                traces = np.fft.irfft(np.einsum("ij,ij->j", fa, L), n=n)
+            else:
+                traces = permutation_traces(np.ascontiguousarray(Kc), L, perms,
+                                            backend="numpy")
+            h, _ = hsic_centre(tx, ty, n, kappas, nonneg)
+            out.append(_stat(traces, n) - h)
+        if progress is not None:
+            progress.step()
+        return np.max(np.vstack(out), axis=0)
+
+    parts = map_in_threads(one, list(range(len(kxs))), n_jobs)
+    return np.max(np.vstack(parts), axis=0)
+
+
 class DPHSICTest(BasePrivateTest):
     r"""Differentially private permutation HSIC independence test.
 
@@ -680,16 +769,19 @@ class DPHSICTest(BasePrivateTest):
         "delta": [Interval(Real, 0, 1, closed="left")],
         "alpha": [Interval(Real, 0, 1, closed="neither")],
         "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
-        "cyclic": [Boolean()],
+        "cyclic": [Boolean(), Options("auto")],
         "max_memory": [Interval(Integral, 1, None)],
+        "n_jobs": [NoneValue(), Interval(Integral, None, None)],
+        "verbose": [Interval(Integral, 0, 1)],
         "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
         "random_state": [RandomState()],
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None,
                  y_kernel="rbf", y_kernel_params=None, y_kernel_bound=None, epsilon=1.0,
-                 delta=0.0, alpha=0.05, n_permutations=2000, cyclic=False,
-                 max_memory=DEFAULT_MAX_MEMORY, budget=None, random_state=None):
+                 delta=0.0, alpha=0.05, n_permutations=2000, cyclic="auto",
+                 max_memory=DEFAULT_MAX_MEMORY, n_jobs=None, verbose=0, budget=None,
+                 random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -702,6 +794,8 @@ class DPHSICTest(BasePrivateTest):
         self.n_permutations = n_permutations
         self.cyclic = cyclic
         self.max_memory = max_memory
+        self.n_jobs = n_jobs
+        self.verbose = verbose
         self.budget = budget
         self.random_state = random_state
 
@@ -709,6 +803,9 @@ class DPHSICTest(BasePrivateTest):
         check_kernel_spec(params["kernel"], params["kernel_params"], params["kernel_bound"])
         check_kernel_spec(params["y_kernel"], params["y_kernel_params"],
                           params["y_kernel_bound"], name="y_kernel")
+        if params["n_jobs"] == 0:
+            raise InvalidParameterError("n_jobs must be None, a positive int or a negative "
+                                        "int (joblib's convention), got 0.")
         return params
 
     def _validate_input(self, X, y, reset):
@@ -732,12 +829,25 @@ class DPHSICTest(BasePrivateTest):
             sensitivity = hsic_squared_sensitivity(n, kx.kappa, ky.kappa)
         else:
             sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
+        # the bandwidth aggregate (see _bandwidth) on each side without a gamma, when both
+        # kernels are positive definite (the sqrt statistic); a callable on the other side
+        # keeps the single data-independent bandwidth (gamma = 1 / n_features)
+        grids = [[None], [None]]
+        if not squared:
+            for k, (name, data) in enumerate((("kernel", X), ("y_kernel", y))):
+                if uses_aggregate(params[name], params[f"{name}_params"]):
+                    grids[k] = list(bandwidth_grid(params[name], data.shape[1]))
+        aggregate = grids != [[None], [None]]
         cyclic, B = params["cyclic"], params["n_permutations"]
+        if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
+            cyclic = aggregate
         float32 = False
-        if not cyclic:  # the same (public) choice _hsic_statistics makes
+        if not cyclic and not aggregate:  # the same (public) choice _hsic_statistics makes
             backend = _resolve_backend("auto", float(n) * n * (B + 1))
             float32 = _resolve_precision("auto", backend) == "float32"
         memory = hsic_memory_bytes(n, B, cyclic=cyclic, float32=float32)
+        if aggregate:  # the y Gram matrices (or their spectra), held for every x bandwidth
+            memory += 8 * n * n * (len(grids[1]) + 2)
         hint = ""
         if not cyclic:
             hint = (f" cyclic=True (all n cyclic shifts by FFT, no permutation array) needs "
@@ -753,11 +863,18 @@ class DPHSICTest(BasePrivateTest):
                 noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
         abs_error = hsic_abs_error(n, kx.kappa, ky.kappa, kx.diameter, ky.diameter,
                                    cyclic=cyclic, squared=squared)
+        if aggregate:
+            constants = hsic_centre_constants(n, (kx.kappa, ky.kappa),
+                                              (kx.nonnegative, ky.nonnegative))
+            sensitivity = aggregate_sensitivity(sensitivity, constants)
+            errors = (trace_abs_error(n, kx.kappa), trace_abs_error(n, ky.kappa))
+            abs_error += centre_abs_error(constants, errors, 2.0 * kx.diameter * ky.diameter)
         return _HSICPlan(
             kernels=(kx, ky), median=median, squared=squared, sensitivity=sensitivity,
             abs_error=abs_error, noise_epsilon=noise_epsilon,
             noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
-            memory_bytes=memory,
+            memory_bytes=memory, cyclic=bool(cyclic),
+            grids=(tuple(grids[0]), tuple(grids[1])) if aggregate else None,
         )
 
     def _release(self, prep, rng):
@@ -772,7 +889,23 @@ class DPHSICTest(BasePrivateTest):
                 gammas[k] = float(private_median_gamma(data, kernel, eps_bw, rng))
                 kernels[k] = kernels[k].with_gamma(gammas[k])
         kx, ky = kernels
-        if params["cyclic"]:
+        method = "dpHSIC cyclic" if plan.cyclic else "dpHSIC"
+        if plan.grids is not None:
+            pairs = len(plan.grids[0]) * len(plan.grids[1])
+            progress = Progress(params["verbose"], len(plan.grids[0]), "x bandwidths")
+            hints = []
+            if not plan.cyclic:
+                hints.append("cyclic=True (FFT) is much faster")
+            if params["n_jobs"] in (None, 1):
+                hints.append("n_jobs=-1 uses all cores")
+            progress.message(f"dpHSIC aggregate: {pairs} bandwidth pairs on n = {X.shape[0]} "
+                             "pairs" + ("; " + ", ".join(hints) if hints else ""))
+            stats = hsic_aggregate_statistics(
+                X, y, params["n_permutations"], rng, kx, ky, *plan.grids, cyclic=plan.cyclic,
+                n_jobs=params["n_jobs"], progress=progress)
+            bounds = refine = None
+            method += " aggregate"
+        elif plan.cyclic:
             stats = hsic_cyclic_statistics(X, y, rng, kx, ky, squared=plan.squared)
             bounds = refine = None
         else:
@@ -782,13 +915,18 @@ class DPHSICTest(BasePrivateTest):
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
             noise_epsilon=plan.noise_epsilon,
-            method="dpHSIC cyclic" if params["cyclic"] else "dpHSIC",
+            method=method,
             statistic="squared" if plan.squared else "sqrt", bounds=bounds, refine=refine,
             gamma=gammas[0], y_gamma=gammas[1],
         )
 
     def _fitted_attributes(self, prep, result):
-        return {"gamma_": result.gamma, "y_gamma_": result.y_gamma}
+        grids = prep.plan.grids
+        return {"gamma_": result.gamma, "y_gamma_": result.y_gamma,
+                "gamma_grid_": None if grids is None or grids[0] == (None,) else
+                np.array(grids[0]),
+                "y_gamma_grid_": None if grids is None or grids[1] == (None,) else
+                np.array(grids[1])}
 
     def _score_value(self, result):
         return -math.log(result.pvalue)
@@ -812,3 +950,5 @@ class _HSICPlan:
     noise_epsilon: float
     noise: object
     memory_bytes: int
+    cyclic: bool = False
+    grids: tuple | None = None
