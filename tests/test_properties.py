@@ -485,15 +485,6 @@ def test_invalid_parameters(name, param):
     prop()
 
 
-_EPS_OVERFLOW = (
-    "{} with epsilon={} (valid: the constraint is (0, inf)): _prepare raises "
-    "OverflowError('math range error') while planning E* (exp of a clip bound growing "
-    "with epsilon), neither ValueError/TypeError nor naming epsilon (nothing charged)."
-)
-_EPS_TINY_EPROCESS = (
-    "PrivateEProcess with epsilon={}: ZeroDivisionError('float division by zero') raised "
-    "AFTER the budget is charged, leaving _stream and n_features_in_ set."
-)
 _ALPHA_TINY_GTM = (
     "GeneralizedThresholdMechanism with failure_probability={}: OverflowError('cannot "
     "convert float infinity to integer') from the step plan (nothing charged, but not a "
@@ -510,13 +501,6 @@ _GTM_TINY_ALPHAS = (
 
 def _extreme_mark(name, param, value):
     xfail = pytest.mark.xfail
-    if param == "epsilon":
-        if value >= 1e6 and name in ("PrivateEValueTest", "PrivateEProcess"):
-            return xfail(strict=True, raises=OverflowError,
-                         reason=_EPS_OVERFLOW.format(name, value))
-        if value <= 1e-300 and name == "PrivateEProcess":
-            return xfail(strict=True, raises=ZeroDivisionError,
-                         reason=_EPS_TINY_EPROCESS.format(value))
     if (param == "alpha" and value in (1e-300, 1e-297)
             and name == "GeneralizedThresholdMechanism"):
         return xfail(strict=True, raises=(OverflowError, AssertionError),
@@ -606,10 +590,6 @@ def test_any_integer_random_state(name):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=(OverflowError, ZeroDivisionError), reason=(
-    "e-value tests with a large valid epsilon: OverflowError('math range error') from "
-    "the E* plan (see test_extreme_valid_parameters); PrivateEProcess with a tiny "
-    "epsilon: ZeroDivisionError after the charge."))
 @pytest.mark.parametrize("name", ["PrivateEValueTest", "PrivateEProcess"])
 def test_any_float_epsilon_evalue(name):
     """The float-line search over ε for the e-value tests (a plan per value: slow)."""

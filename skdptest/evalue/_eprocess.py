@@ -9,14 +9,22 @@ from numbers import Integral, Real
 import numpy as np
 
 from .._base import BaseStreamingTest
+from .._noise import RATE_BITS
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options
 from ._cache import _cached
-from ._evalue import COMMON_CONSTRAINTS, check_laws, default_laws
+from ._evalue import (
+    COMMON_CONSTRAINTS,
+    check_laws,
+    default_laws,
+    mechanism_epsilon,
+    warn_default_laws,
+)
 from ._exact import binary_exact, exact_model
 from ._laws import make_laws
-from ._merge import plan_release, release
+from ._merge import plan_release, release, release_noise
 from ._optimal import optimal_statistic, tslr_statistic
 from ._results import EProcessResult
+from ._rows import is_dask, validate_rows
 from ._schedule import auto_schedule, fixed_schedule, geometric_schedule, paper_schedule
 
 __all__ = ["PrivateEProcess"]
@@ -29,7 +37,7 @@ class _Plan:
     """Public planning of one stream: statistics, bets and batch sizes."""
 
     def __init__(self, params, n_features):
-        epsilon = params["epsilon"]
+        epsilon = mechanism_epsilon(params["epsilon"])
         null, alt = (
             default_laws(n_features) if params["null"] is None
             else (params["null"], params["alternative"])
@@ -67,6 +75,30 @@ class _Plan:
         self.fixed_bet = None
         self.schedule = params["schedule"]
         self.rho = params["rho"]
+
+    def check_first_batch(self, max_samples):
+        """Plan the first batch now, so that whatever can refuse it (a rate of 0 for
+        the rate-based schedules, a noise rate below the exact sampler's smallest at a
+        tiny ε) refuses before the stream is charged. Public: laws, ε and schedule."""
+        if self.schedule in ("auto", "paper") and not self.rate > 0:
+            raise ValueError(
+                f"epsilon={self.epsilon!r} gives a per-row e-power rate of {self.rate!r} "
+                "for these laws (ε too small, or null and alternative equal): the "
+                f"schedule={self.schedule!r} batch sizes (in units of 1/rate) are undefined. "
+                "Use a larger epsilon or a fixed schedule."
+            )
+        size = next(self.sizes())
+        if max_samples is not None:
+            size = min(size, max_samples)
+        if self.exact is not None:
+            if not self.epsilon >= 2.0**-RATE_BITS:
+                raise ValueError(
+                    f"epsilon={self.epsilon!r} is below 2**-{RATE_BITS}, the smallest noise "
+                    "rate of the exact sampler."
+                )
+            return
+        for against in ("P", "Q") if self.two_sided else ("P",):
+            release_noise(*self.batch_plan(against, size), self.eps_stat)
 
     def _statistic(self, laws, name):
         if name == "optimal":
@@ -293,13 +325,22 @@ class PrivateEProcess(BaseStreamingTest):
                 )
         return params
 
+    def _validate_input(self, X, y, reset):
+        X = validate_rows(self, X, reset)
+        if is_dask(X):
+            raise TypeError("PrivateEProcess takes numpy or pandas rows, not dask input "
+                            "(X is consumed in order, batch by batch).")
+        return X, y
+
     def _plan(self, params, X, y):
+        warn_default_laws(params, X.shape[1])
         key = ("plan", id(params["null"]), id(params["alternative"]), params["statistic"],
                params["epsilon"], params["beta"] is None, repr(params["schedule"]),
                params["rho"], X.shape[1])
         plan = _cached(key, (params["null"], params["alternative"]),
                        lambda: _Plan(params, X.shape[1]))
         plan.laws.log_ratio(X)  # refuses rows outside the null's support, before charging
+        plan.check_first_batch(params["max_samples"])  # e.g. a tiny ε, before charging
         return plan
 
     # ---------------------------------------------------------------- stream

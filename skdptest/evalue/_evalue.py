@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -26,13 +27,29 @@ from .._params import (
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
-from ._merge import expected_log_release, plan_release, release
+from ._merge import expected_log_release, plan_release, release, release_noise, release_sum
 from ._optimal import optimal_statistic, tslr_statistic
 from ._results import EValueResult
+from ._rows import RowTable, check_block, integer_sum, is_dask, validate_rows
 
 __all__ = ["PrivateEValueTest", "expected_log_e_value"]
 
 _STATISTICS = ("optimal", "tslr", "exact")
+
+#: The largest ε a mechanism is run at. Any ε > 0 is valid, but above this value the
+#: release is computed at ε = MAX_EPSILON: it is then MAX_EPSILON-DP, hence ε-DP (a
+#: smaller ε only adds noise), and the budget is still charged the ε asked for. The
+#: e-values are already at their non-private limit there: the planned clip range of E*
+#: stays far below it (about 12 nats for a unit Gaussian shift at ε = 600) and the
+#: noise scale of the merged release is at most R_λ / 512 nats; larger values would
+#: only overflow the planning (e^{a + ε} in the normaliser of E*, e^{ε/2} in tsLR, the
+#: exact sampler's rates are capped at 2**32).
+MAX_EPSILON = 512.0
+
+
+def mechanism_epsilon(epsilon):
+    """The ε the release is computed at: ``min(epsilon, MAX_EPSILON)`` (see there)."""
+    return min(float(epsilon), MAX_EPSILON)
 
 
 def default_laws(n_features):
@@ -74,7 +91,7 @@ def check_laws(params):
 
 def resolve_statistic(params, n_features):
     """The laws and the per-row statistic of an e-value estimator, for ``n_features``."""
-    epsilon, name = params["epsilon"], params["statistic"]
+    epsilon, name = mechanism_epsilon(params["epsilon"]), params["statistic"]
 
     def compute():
         null, alternative = (
@@ -250,37 +267,78 @@ class PrivateEValueTest(BasePrivateTest):
     def _check_params(self, params):
         return check_laws(params)
 
+    def _validate_input(self, X, y, reset):
+        return validate_rows(self, X, reset), y
+
     def _plan(self, params, X, y):
         # Everything that can refuse the data runs here, before the budget is charged;
-        # the log-ratios computed are discarded (nothing private is kept before charging).
+        # the checks' results are discarded (nothing private is kept before charging).
+        warn_default_laws(params, X.shape[1])
         laws, stat = resolve_statistic(params, X.shape[1])
-        laws.log_ratio(X)
+        if is_dask(X) and stat.name == "exact":
+            raise ValueError(
+                "statistic='exact' does not take dask input; use statistic='optimal' or "
+                "'tslr' (their integer row sums are computed per chunk)."
+            )
         if stat.name == "exact":
+            laws.log_ratio(X)
+            try:  # the sampler's rate is planned now: a tiny ε refuses before the charge
+                stat.noise_scale(X.shape[0], mechanism_epsilon(params["epsilon"]))
+            except ValueError as exc:
+                raise ValueError(
+                    f"epsilon={params['epsilon']!r} is too small for the exact sampler: {exc}"
+                ) from exc
             return _EValuePlan(laws, stat, None, None)
-        stat, bet, clip = resolve_plan(params["bet"], laws, stat, X.shape[0], params["epsilon"])
-        return _EValuePlan(laws, stat, bet, clip)
+        epsilon = mechanism_epsilon(params["epsilon"])
+        stat, bet, clip = resolve_plan(params["bet"], laws, stat, X.shape[0], epsilon)
+        noise = release_noise(stat, bet, epsilon)
+        table = _cached(("table", id(laws), id(stat), bet, epsilon), (laws, stat),
+                        lambda: RowTable.maybe(laws, stat, bet, noise))
+        plan = _EValuePlan(laws, stat, bet, clip, noise, table)
+        if is_dask(X):
+            _dask_map(X, check_block, laws, table)  # per chunk, on the workers
+        elif table is not None:
+            table.counts(X)
+        else:
+            laws.log_ratio(X)
+        return plan
 
     def _release(self, prep, rng):
         params, plan, X = prep.params, prep.plan, prep.X
-        epsilon, n = params["epsilon"], prep.n_samples
+        epsilon, n = mechanism_epsilon(params["epsilon"]), prep.n_samples
         if plan.stat.name == "exact":
             log_e = plan.stat.batch_log_e(X, epsilon, rng)
             scale = plan.stat.noise_scale(n, epsilon)
+        elif plan.noise is None:  # constant statistic: nothing about the data is released
+            if is_dask(X):
+                log_e = math.fsum(_dask_map(X, _constant_sum, plan.laws, plan.stat, plan.bet))
+            else:
+                log_e = release(plan.stat.log_e(plan.laws.log_ratio(X)), plan.stat,
+                                plan.bet, epsilon, rng)[0]
+            scale = 0.0
         else:
-            log_e, scale = release(plan.stat.log_e(plan.laws.log_ratio(X)), plan.stat,
-                                   plan.bet, epsilon, rng)
+            # S = Σ floor(t_i / h): one integer per chunk for dask (computed on the
+            # workers; only these integers come back), else one pass (table lookup for
+            # discrete laws). The noise is drawn once, here.
+            args = (plan.laws, plan.stat, plan.bet, plan.noise, plan.table)
+            total = sum(_dask_map(X, integer_sum, *args)) if is_dask(X) \
+                else integer_sum(X, *args)
+            log_e, scale = release_sum(total, plan.noise, rng), plan.noise.scale
+        noise = getattr(plan, "noise", None)
         return EValueResult(
             e_value=math.exp(min(log_e, 700.0)),
             log_e_value=log_e,
             reject=bool(log_e >= -math.log(params["alpha"])),
             alpha=params["alpha"],
-            epsilon=epsilon,
+            epsilon=params["epsilon"],
             delta=0.0,
             n_samples=n,
             statistic_kind=plan.stat.name,
             bet=plan.bet,
             noise_scale=scale,
             clip_range=plan.clip,
+            grid=None if noise is None else noise.grid,
+            compensator=None if noise is None else noise.log_mgf,
         )
 
     def _score_value(self, result):
@@ -312,6 +370,38 @@ class _EValuePlan:
     stat: Any
     bet: float | None
     clip: float | None
+    noise: Any = None  # GridNoise of the merged release (None: exact or constant)
+    table: Any = None  # RowTable of finite discrete laws (per-row integers by value)
+
+
+def _constant_sum(X, laws, stat, bet):
+    from ._merge import _log_merge
+
+    return float(np.sum(_log_merge(stat.log_e(laws.log_ratio(X)), bet)))
+
+
+def _dask_map(X, func, *args):
+    """``func(block, *args)`` of every row block of the dask array ``X``, computed where
+    the chunks live (a distributed client if one is active); returns the list of
+    results. Only what ``func`` returns comes back (a refusal or an integer sum)."""
+    import dask
+
+    X = X.rechunk({1: -1})
+    blocks = X.to_delayed().ravel()
+    return list(dask.compute(*[dask.delayed(func)(b, *args) for b in blocks]))
+
+
+def warn_default_laws(params, n_features):
+    """Warn when no laws are given: the default pair is rarely the data's model."""
+    if params["null"] is None:
+        warnings.warn(
+            f"null and alternative are not given: testing N(0, I_{n_features}) against "
+            f"N(μ, I_{n_features}) with μ_j = 1/√{n_features} on the raw columns of X. "
+            "Unless X is standardised under the null, pass the laws of your rows "
+            "(e.g. PrivateEValueTest(scipy.stats.norm(0, 1), scipy.stats.norm(0.5, 1))).",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="optimal",
@@ -363,7 +453,7 @@ def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="op
     n_samples = check_value(n_samples, [Interval(Integral, 1, None)], "n_samples")
     if null is None:
         raise InvalidParameterError("null and alternative must be given.")
-    epsilon = params["epsilon"]
+    epsilon = mechanism_epsilon(params["epsilon"])
     laws, stat = resolve_statistic(params, make_laws(null, alternative).n_features)
     if stat.name == "exact":
         return stat.expected_log_e(n_samples, epsilon)

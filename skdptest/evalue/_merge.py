@@ -53,6 +53,7 @@ __all__ = [
     "plan_release",
     "release",
     "release_noise",
+    "row_integer_sum",
 ]
 
 # The fine grid h = g / 2^k of the per-row floors: k is at most _FINE_BITS (the floors
@@ -187,14 +188,20 @@ def noise_scale(stat, bet, epsilon):
     return 0.0 if noise is None else noise.scale
 
 
-def merged_integer(terms, noise):
-    """M = floor(Σ_i floor(t_i / h) / 2^k), exactly (the rows' only trace in the
-    release). ``terms`` are the per-row log(1 − λ + λE); they are clipped to the
-    computed extremes first, so each row's integer lies in [floor(lo/h), floor(hi/h)]."""
+def row_integer_sum(terms, noise):
+    """S = Σ_i floor(t_i / h), exactly (a Python int). ``terms`` are the per-row
+    log(1 − λ + λE); they are clipped to the computed extremes first, so each row's
+    integer lies in [floor(lo/h), floor(hi/h)]. Sums of disjoint blocks add up to the
+    sum of their union exactly (how dask chunks are merged)."""
     t = np.clip(np.asarray(terms, dtype=float), noise.lo, noise.hi)
     a = floor_to_grid(t, noise.fine).astype(np.int64)
-    total = sum(int(np.sum(a[i:i + _CHUNK])) for i in range(0, a.size, _CHUNK))
-    return total >> noise.fine_bits  # floor division by 2^k
+    return sum(int(np.sum(a[i:i + _CHUNK])) for i in range(0, a.size, _CHUNK))
+
+
+def merged_integer(terms, noise):
+    """M = floor(Σ_i floor(t_i / h) / 2^k), exactly (the rows' only trace in the
+    release); see :func:`row_integer_sum`."""
+    return row_integer_sum(terms, noise) >> noise.fine_bits  # floor division by 2^k
 
 
 def expected_log_release(laws, stat, bet, n, epsilon):
@@ -285,6 +292,13 @@ def plan_release(laws, stat, n, epsilon, stat_at=None):
     if value <= merged + (0.0 if noise is None else noise.grid):
         return stat, bet, None
     return stat_at(r), 1.0, r
+
+
+def release_sum(total, noise, rng):
+    """The release g·(M + K) − c of a row sum S = ``total`` (:func:`row_integer_sum`),
+    M = floor(S / 2^k), K exact discrete Laplace at the quantised rate."""
+    j = (total >> noise.fine_bits) + int(discrete_laplace(rng, noise.rate))
+    return noise.value(j)
 
 
 def release(log_e_rows, stat, bet, epsilon, rng):

@@ -51,6 +51,14 @@ class EValueResult(TestResult):
         Log-range log(c2/c1) at which E* is clipped, in nats: ε, or a narrower
         range planned by ``bet="auto"`` when that beats merging; None for
         ``"tslr"`` and ``"exact"``.
+    grid : float or None
+        The public grid g (a power of two) of the float-safe merged release: the
+        released ``log_e_value`` is g·J − c for an integer J, so anyone can check that
+        ``(log_e_value + compensator) / grid`` is an integer. None for
+        ``statistic="exact"`` and for a constant statistic.
+    compensator : float or None
+        The public compensator c = log E[e^{gK}] of the discrete Laplace noise K (in
+        nats); None where ``grid`` is.
     pvalue : float
         Property: the valid p-value ``min(1, 1 / e_value)`` (Markov's inequality).
     """
@@ -61,6 +69,8 @@ class EValueResult(TestResult):
     bet: float | None
     noise_scale: float
     clip_range: float | None
+    grid: float | None = None
+    compensator: float | None = None
     method: str = "PrivateEValueTest"
 
     _unpack = ("e_value", "pvalue")

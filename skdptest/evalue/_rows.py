@@ -1,0 +1,207 @@
+"""Input validation of the e-value tests and the integer row sums of their releases.
+
+- :func:`validate_rows`: numeric 2-D rows (or 1-D rows for univariate laws), numpy,
+  pandas or dask; refuses non-numeric data with a ``ValueError`` naming X before
+  anything else.
+- :class:`RowTable`: for finite discrete laws, the per-row integer floor of the
+  float-safe release of every support value, computed once in the public plan; a
+  batch's integer sum is then a ``bincount`` and a dot product (one pass over the data)
+  instead of four scipy ``logpmf`` calls per row.
+- :func:`integer_sum`: S = Σ_i floor(t_i / h) of a block of rows (exact Python int);
+  summed over dask chunks on the workers, only these integers come back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from sklearn.utils.validation import validate_data
+
+from .._noise import floor_to_grid
+from ._laws import _DiscreteLaws
+
+__all__ = ["RowTable", "integer_sum", "is_dask", "validate_rows"]
+
+
+def is_dask(X):
+    """Whether ``X`` is a dask collection (array or dataframe), without importing dask."""
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "__dask_graph__")
+
+
+def _law_dim(law):
+    """Dimension of one row under a frozen law (1 for univariate scipy laws)."""
+    return int(getattr(law, "dim", 1)) if law is not None else None
+
+
+def _refuse_dtype(dtype):
+    raise ValueError(
+        f"X must be numeric (bool, integer or float): got the non-numeric dtype {dtype}. "
+        "The e-value tests evaluate the densities of the laws at the rows; encode "
+        "categories or dates as numbers first."
+    )
+
+
+def _check_numeric_columns(X):
+    """Refuse pandas/dask dataframes with non-numeric columns, before validate_data
+    (which would pass categorical strings on as an object array)."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(dtypes, "__iter__"):
+        return
+    for dtype in dtypes:
+        kind = getattr(getattr(dtype, "numpy_dtype", dtype), "kind", "O")
+        if getattr(dtype, "name", "") == "category":
+            kind = dtype.categories.dtype.kind
+        if kind not in "biuf":
+            _refuse_dtype(dtype)
+
+
+def validate_rows(est, X, reset):
+    """Validated rows of an e-value test: 2-D, numeric, finite.
+
+    One rule for 1-D input: when the null is univariate (given, with dimension 1), a
+    1-D ``X`` is read as one column (n rows); with the default laws (dimension = the
+    number of columns) 1-D input is ambiguous and refused by scikit-learn's message.
+
+    Dask input (array or dataframe) is validated lazily: dtype and width from the
+    metadata, the number of rows from the chunk sizes (public, like n for numpy);
+    finiteness and the support of the null are checked per chunk on the workers in the
+    plan, before the charge (as for numpy, those checks read the data before charging:
+    they release nothing but a refusal).
+    """
+    univariate = est.null is not None and _law_dim(est.null) == 1
+    _check_numeric_columns(X)
+    if is_dask(X):
+        return _validate_dask(est, X, reset, univariate)
+    if univariate and np.ndim(X) == 1 and not hasattr(X, "dtypes"):
+        X = X.to_frame() if hasattr(X, "to_frame") else np.asarray(X).reshape(-1, 1)
+    if hasattr(X, "dtype") and getattr(X.dtype, "kind", "f") in "mMSUV":
+        _refuse_dtype(X.dtype)
+    X = validate_data(est, X, reset=reset, dtype="numeric")
+    if X.dtype.kind not in "biuf":
+        _refuse_dtype(X.dtype)
+    return X
+
+
+def _validate_dask(est, X, reset, univariate):
+    if hasattr(X, "to_dask_array"):  # dataframe: lengths give the public chunk sizes
+        if reset and all(isinstance(c, str) for c in X.columns):
+            names = np.asarray(list(X.columns), dtype=object)
+        else:
+            names = None
+        X = X.to_dask_array(lengths=True)
+    else:
+        names = None
+    if X.ndim == 1 and univariate:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise ValueError(
+            f"Expected 2D array, got a {X.ndim}-D dask array instead (X must be "
+            "(n_samples, n_features))."
+        )
+    if X.dtype.kind not in "biuf":
+        _refuse_dtype(X.dtype)
+    if any(math.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()  # the row count is public
+    n, d = X.shape
+    if n < 1:
+        raise ValueError(f"Found array with {n} sample(s) while a minimum of 1 is required.")
+    if reset:
+        est.n_features_in_ = int(d)
+        if names is not None:
+            est.feature_names_in_ = names
+    elif d != est.n_features_in_:
+        raise ValueError(
+            f"X has {d} features, but {type(est).__name__} is expecting "
+            f"{est.n_features_in_} features as input."
+        )
+    return X
+
+
+class RowTable:
+    """The per-row integers of a finite discrete law pair, by support value.
+
+    ``codes[v - base]`` is floor(clip(t(v), lo, hi) / h), t(v) = log(1 − λ + λ E(L(v)))
+    the per-row term of the merged release: exactly what :func:`merged_integer`
+    computes row by row (same float operations on the same values), so the release is
+    unchanged. Rows outside the null's support (non-integers, values outside the table,
+    null mass 0) are refused.
+    """
+
+    def __init__(self, laws, stat, bet, noise):
+        from ._merge import _log_merge
+
+        lo, hi = laws.null.support()
+        qlo, qhi = laws.alternative.support()
+        self.base = int(min(lo, qlo))
+        xs = np.arange(self.base, int(max(hi, qhi)) + 1, dtype=float)
+        lp = laws.null.logpmf(xs)
+        self.allowed = np.isfinite(lp)
+        L = laws.alternative.logpmf(xs[self.allowed]) - lp[self.allowed]
+        terms = np.clip(_log_merge(stat.log_e(L), bet), noise.lo, noise.hi)
+        codes = np.zeros(xs.size, dtype=np.int64)
+        codes[self.allowed] = floor_to_grid(terms, noise.fine).astype(np.int64)
+        self.codes = codes.astype(object)  # exact products with counts
+
+    @classmethod
+    def maybe(cls, laws, stat, bet, noise):
+        """A table for exact finite discrete laws, else ``None``."""
+        if noise is None or not isinstance(laws, _DiscreteLaws) or not laws.exact:
+            return None
+        return cls(laws, stat, bet, noise)
+
+    def counts(self, X):
+        """Number of rows at each table value; ``ValueError`` for rows outside the
+        null's support (the same message as the laws)."""
+        x = X[:, 0] if X.ndim == 2 else X
+        size = self.codes.size
+        if x.dtype.kind == "b":
+            idx = x.view(np.uint8).astype(np.intp) - self.base
+            inside = True
+        else:
+            mn, mx = (x.min(), x.max()) if x.size else (self.base, self.base)
+            inside = mn >= self.base and mx < self.base + size
+            if x.dtype.kind == "f":
+                inside = inside and bool(np.all(np.floor(x) == x))
+            idx = (x - self.base).astype(np.intp) if inside else None
+        if not inside:
+            bad = self._outside_count(x)
+            _DiscreteLaws._outside(None, bad)
+        counts = np.bincount(idx, minlength=size)
+        bad = int(counts[~self.allowed].sum())
+        if bad:
+            _DiscreteLaws._outside(None, bad)
+        return counts
+
+    def _outside_count(self, x):
+        xf = np.asarray(x, dtype=float)
+        ok = (np.floor(xf) == xf) & (xf >= self.base) & (xf < self.base + self.codes.size)
+        idx = (xf[ok] - self.base).astype(np.intp)
+        return int((~ok).sum() + (~self.allowed[idx]).sum())
+
+    def integer_sum(self, X):
+        """S = Σ_i codes[x_i] (exact Python int)."""
+        counts = self.counts(X)
+        nz = np.flatnonzero(counts)
+        return int(np.dot(counts[nz].astype(object), self.codes[nz]))
+
+
+def integer_sum(X, laws, stat, bet, noise, table=None):
+    """S = Σ_i floor(clip(t_i) / h) of the rows of ``X`` (exact Python int)."""
+    from ._merge import _log_merge, row_integer_sum
+
+    if table is not None:
+        return table.integer_sum(X)
+    return row_integer_sum(_log_merge(stat.log_e(laws.log_ratio(X)), bet), noise)
+
+
+def check_block(X, laws, table=None):
+    """Refusal checks of one block (finite, inside the null's support): returns 0 or
+    raises. Run on the workers for dask input, before the charge."""
+    if not np.all(np.isfinite(X)):
+        raise ValueError("Input X contains NaN or infinity.")
+    if table is not None:
+        table.counts(X)
+    else:
+        laws.log_ratio(X)
+    return 0
