@@ -149,7 +149,10 @@ def _shrink_rows(k_int):
     norms = np.einsum("ij,ij->i", k_int, k_int)  # int64: at most 2D 2^46 < 2^63
     for i in np.flatnonzero(norms > _RADIUS2_INT):  # never seen with a faithful libm
         row = k_int[i]
-        while int(np.dot(row, row)) > _RADIUS2_INT:
+        # one exact integer rescale by floor(2^20 sqrt(R^2 2^46 / |k|^2)) / 2^20 ...
+        ratio = math.isqrt(_RADIUS2_INT * 2**40 // int(norms[i]))
+        row = np.sign(row) * ((np.abs(row) * ratio) // 2**20)
+        while int(np.dot(row, row)) > _RADIUS2_INT:  # ... then small steps if needed
             # towards zero: every nonzero |k| strictly decreases, so this ends
             row = np.sign(row) * ((np.abs(row) * (2**20 - 1)) // 2**20)
         k_int[i] = row

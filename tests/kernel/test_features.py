@@ -1,0 +1,326 @@
+"""Random-feature dpMMD / dpHSIC: feature map, exactness, relabellings, sensitivity,
+privacy (halved-noise mutant), chunk independence, API; validity in the slow suite."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
+
+from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
+from skdptest._params import InvalidParameterError
+from skdptest._validation import check_generator
+from skdptest.kernel import _features as feat
+from skdptest.kernel._hsic import hsic_sensitivity
+from skdptest.kernel._mmd import mmd_sensitivity
+
+R = feat.FEATURE_RADIUS
+Q = 2.0**-23  # value of one quantisation step
+
+
+def features(X, omega):
+    return feat.feature_map(X, omega).astype(np.float64) * Q
+
+
+def brute_mmd(F, masks_small, p, q):
+    """Direct mean-embedding formula, no shared code."""
+    out = []
+    for m in masks_small:
+        out.append(np.linalg.norm(F[m].sum(0) / p - F[~m].sum(0) / q))
+    return np.array(out)
+
+
+# -- feature map -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kernel, func", [("rbf", rbf_kernel), ("laplacian", laplacian_kernel)])
+def test_features_approximate_the_kernel(kernel, func):
+    # k_phi -> k at rate 1/sqrt(D): with D = 4000, |k_phi - k| <= 6 / sqrt(D) (a bound
+    # on the max of 900 entries with sub-Gaussian errors of sd <= 1/sqrt(2D)).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    omega = feat.draw_frequencies(kernel, 0.4, 3, 4000, rng)
+    F = features(X, omega)
+    err = np.abs(F @ F.T - func(X, gamma=0.4)).max()
+    assert err < 6 / math.sqrt(4000)
+    # and the frequencies matter: a wrong spectral scale is far off
+    G = features(X, omega * 2)
+    assert np.abs(G @ G.T - func(X, gamma=0.4)).max() > 0.2
+
+
+def test_feature_rows_have_norm_at_most_R_and_are_position_independent():
+    rng = np.random.default_rng(1)
+    X = rng.normal(scale=30, size=(5000, 4))
+    omega = feat.draw_frequencies("rbf", 1.0, 4, 37, rng)
+    F = feat.feature_map(X, omega, block_rows=333).astype(np.int64)
+    assert np.all(np.einsum("ij,ij->i", F, F) <= feat._RADIUS2_INT)
+    assert np.all(np.abs(np.linalg.norm(F * Q, axis=1) - 1) < 1e-5)
+    # a row's features depend on that row only: shuffled rows, other blocks, same bits
+    order = rng.permutation(5000)
+    G = feat.feature_map(X[order], omega, block_rows=1000).astype(np.int64)
+    assert np.array_equal(G, F[order])
+
+
+def test_shrink_enforces_the_radius_exactly():
+    big = np.array([[2**23, 2**23, 0, 0], [2**22, 0, 0, 0]], dtype=np.int64)
+    out = feat._shrink_rows(big.copy())
+    assert int(out[0] @ out[0]) <= feat._RADIUS2_INT < int(big[0] @ big[0])
+    assert np.array_equal(out[1], big[1])  # rows within R are untouched
+
+
+# -- relabellings ----------------------------------------------------------------------------
+
+def test_subset_masks_are_uniform():
+    # all C(5, 2) = 10 subsets equally likely: chi-square goodness of fit
+    masks = feat.subset_masks(5, 2, 20000, np.random.default_rng(2), np.random.default_rng(3))
+    assert np.all(masks.sum(1) == 2)
+    codes = masks.astype(int) @ (2 ** np.arange(5))
+    counts = np.bincount(codes, minlength=32)
+    counts = counts[counts > 0]
+    assert counts.size == 10
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def test_subset_masks_fix_the_count_both_ways():
+    # m/n far from the key threshold's resolution: corrections add and remove positions
+    for m in (1, 7, 13):
+        masks = feat.subset_masks(14, m, 500, np.random.default_rng(m),
+                                  np.random.default_rng(99))
+        assert np.all(masks.sum(1) == m)
+
+
+# -- statistics ------------------------------------------------------------------------------
+
+def test_mmd_statistics_match_brute_force_and_chunking():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(70, 3))
+    codes = np.repeat([0, 1], [40, 30])  # group 1 is the smaller one
+    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 3, 16, rng))
+    s = feat.feature_mmd_statistics(F, codes, 30, np.random.default_rng(5))
+    # replay the relabellings with the same generator consumption
+    g = np.random.default_rng(5)
+    fix = np.random.default_rng(int(g.integers(2**63)))
+    masks = np.vstack([codes == 1, feat.subset_masks(70, 30, 30, g, fix)])
+    ref = brute_mmd(F.astype(np.float64) * Q, masks, 30, 40)
+    assert np.allclose(s, ref, rtol=1e-12, atol=0)
+    for mask_bytes, block in [(70, 7), (70 * 4, 64), (10**6, 5)]:
+        t = feat.feature_mmd_statistics(F, codes, 30, np.random.default_rng(5),
+                                        max_mask_bytes=mask_bytes, block_rows=block)
+        assert np.array_equal(s, t)  # bit for bit: exact integer sums
+
+
+def test_ksample_statistics_match_brute_force_and_chunking():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(30, 2))
+    codes = np.repeat([0, 1, 2], [8, 10, 12])
+    F = feat.feature_map(X, feat.draw_frequencies("laplacian", 1.0, 2, 8, rng))
+    s = feat.feature_mmd_statistics(F, codes, 12, np.random.default_rng(7))
+    Ff = F.astype(np.float64) * Q
+    g = np.random.default_rng(7)
+    assign = np.tile(codes.astype(np.int8), (13, 1))
+    g.permuted(assign[1:], axis=1, out=assign[1:])
+    ref = [math.sqrt(sum(np.mean(a == k) * np.sum((Ff[a == k].mean(0) - Ff.mean(0)) ** 2)
+                         for k in range(3))) for a in assign]
+    assert np.allclose(s, ref, rtol=1e-12, atol=0)
+    t = feat.feature_mmd_statistics(F, codes, 12, np.random.default_rng(7), max_mask_bytes=60,
+                                    block_rows=4)
+    assert np.array_equal(s, t)
+
+
+def test_hsic_statistics_match_brute_force():
+    rng = np.random.default_rng(8)
+    X, Y = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
+    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 2, 6, rng))
+    G = feat.feature_map(Y, feat.draw_frequencies("rbf", 1.0, 1, 5, rng))
+    s = feat.feature_hsic_statistics(F, G, 6, np.random.default_rng(9))
+    Ff, Gf = F.astype(np.float64) * Q, G.astype(np.float64) * Q
+    g = np.random.default_rng(9)
+    ref = []
+    for b in range(7):
+        p = np.arange(40)
+        if b:
+            g.permuted(p, out=p)
+        # sqrt(HSIC_b) of the feature kernels: trace form, independent of the code
+        K, L = Ff @ Ff.T, Gf[p] @ Gf[p].T
+        H = np.eye(40) - 1 / 40
+        ref.append(math.sqrt(np.trace(K @ H @ L @ H)) / 40)
+    assert np.allclose(s, ref, rtol=1e-10)
+
+
+def test_abs_error_bounds_the_rounding():
+    # computed statistics against the exact rational value of the same formula (the
+    # integer sums are exact): the difference must stay within the certified bound
+    rng = np.random.default_rng(10)
+    X = rng.normal(size=(300, 5))
+    codes = np.repeat([0, 1], [120, 180])
+    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.2, 5, 32, rng))
+    s = feat.feature_mmd_statistics(F, codes, 20, np.random.default_rng(11))
+    Fi = F.astype(np.int64)
+    g = np.random.default_rng(11)
+    fix = np.random.default_rng(int(g.integers(2**63)))
+    masks = np.vstack([codes == 0, feat.subset_masks(300, 120, 20, g, fix)])
+    eta = feat.feature_mmd_abs_error(32, 2)
+    for m, val in zip(masks, s, strict=True):
+        us, ur = Fi[m].sum(0), Fi[~m].sum(0)
+        sq = sum((Fraction(int(a), 120) - Fraction(int(b), 180)) ** 2
+                 for a, b in zip(us, ur, strict=True))
+        exact = math.sqrt(sq) * Q  # float sqrt of an exact rational: within 2 ulps
+        assert abs(val - exact) <= eta + 4e-16 * exact
+    assert 0 < eta < 1e-12
+
+
+# -- sensitivity (brute force) ---------------------------------------------------------------
+
+def _feature_mmd(X, codes, omega, n_perm=8, seed=12):
+    F = feat.feature_map(X, omega)
+    return feat.feature_mmd_statistics(F, codes, n_perm, np.random.default_rng(seed))
+
+
+def test_mmd_sensitivity_attained_with_one_frequency():
+    # D = 1, d = 1: the angle w x is free, so moving one point of the smaller group by
+    # pi / w flips its feature: |Delta T| = 2 / m exactly (the bound with R ~ 1).
+    omega = np.array([[1.0]])
+    codes = np.repeat([0, 1], [4, 6])
+    X = np.zeros((10, 1))
+    delta = mmd_sensitivity([4, 6], 2 * R)
+    worst = 0.0
+    for i in range(10):
+        for c in (math.pi, math.pi / 2, 2.0):
+            X2 = X.copy()
+            X2[i] = c
+            worst = max(worst, np.max(np.abs(_feature_mmd(X2, codes, omega)
+                                             - _feature_mmd(X, codes, omega))))
+    assert worst <= delta + 2 * feat.feature_mmd_abs_error(1, 2)
+    assert worst >= 2 / 4 * (1 - 1e-6)  # attained: a halved sensitivity fails
+    assert not worst <= delta / 2
+
+
+@pytest.mark.parametrize("sizes", [(3, 5), (3, 4, 5)])
+def test_mmd_sensitivity_brute_force_random(sizes):
+    rng = np.random.default_rng(13)
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    X = rng.normal(size=(codes.size, 2))
+    delta = mmd_sensitivity(sizes, 2 * R)
+    eta = feat.feature_mmd_abs_error(3, len(sizes))
+    worst = 0.0
+    for trial in range(20):
+        omega = feat.draw_frequencies("rbf", 2.0, 2, 3, np.random.default_rng(trial))
+        base = _feature_mmd(X, codes, omega, n_perm=10)
+        for i in range(codes.size):
+            X2 = X.copy()
+            X2[i] = rng.normal(scale=4, size=2)
+            worst = max(worst, np.max(np.abs(_feature_mmd(X2, codes, omega, n_perm=10) - base)))
+    assert worst <= delta + 2 * eta
+    assert worst > delta / 4  # the search does reach the scale of the bound
+
+
+def test_hsic_sensitivity_brute_force():
+    # feature HSIC is sqrt(HSIC_b) of the feature kernels (diameter 2R each):
+    # Delta = 2 (n - 1) (2R)^2 / n^2 = 8 (n - 1) R^2 / n^2.
+    n = 6
+    delta = hsic_sensitivity(n, 2 * R, 2 * R)
+    assert delta == pytest.approx(8 * (n - 1) / n**2, rel=1e-4)
+    rng = np.random.default_rng(14)
+    omega_x, omega_y = np.array([[1.0]]), np.array([[1.0]])
+    worst = 0.0
+    for _ in range(300):
+        X = rng.choice([0.0, math.pi / 2, math.pi, 3 * math.pi / 2], size=(n, 1))
+        Y = rng.choice([0.0, math.pi / 2, math.pi, 3 * math.pi / 2], size=(n, 1))
+        F, G = feat.feature_map(X, omega_x), feat.feature_map(Y, omega_y)
+        base = feat.feature_hsic_statistics(F, G, 5, np.random.default_rng(1))
+        i = rng.integers(n)
+        X2, Y2 = X.copy(), Y.copy()
+        X2[i], Y2[i] = X[i] + math.pi, Y[i] + math.pi
+        F2, G2 = feat.feature_map(X2, omega_x), feat.feature_map(Y2, omega_y)
+        moved = feat.feature_hsic_statistics(F2, G2, 5, np.random.default_rng(1))
+        worst = max(worst, np.max(np.abs(moved - base)))
+    assert worst <= delta + 2 * feat.feature_hsic_abs_error(n, 1, 1)
+    assert worst > delta / 2  # a halved sensitivity fails this check
+
+
+# -- estimator -------------------------------------------------------------------------------
+
+def two_samples(n=150, shift=0.0, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(size=(n, d)), rng.normal(shift, size=(n, d))])
+    return X, np.repeat([0, 1], n)
+
+
+def test_estimator_plan_and_release():
+    X, y = two_samples(shift=1.0)
+    res = DPMMDTest(method="features", n_components=32, kernel_params={"gamma": 0.3},
+                    epsilon=2.0, n_permutations=199, random_state=0).fit(X, y).result_
+    assert res.method == "dpMMD features" and res.statistic == "sqrt"
+    assert res.sensitivity == pytest.approx(2 / 150, rel=1e-4)
+    assert res.sensitivity >= 2 / 150  # R >= 1
+    assert res.abs_error == feat.feature_mmd_abs_error(32, 2)
+    assert res.reject
+    again = DPMMDTest(method="features", n_components=32, kernel_params={"gamma": 0.3},
+                      epsilon=2.0, n_permutations=199, random_state=0).fit(X, y).result_
+    assert again == res
+
+
+def test_estimator_release_equals_replay_at_huge_epsilon():
+    # at a huge epsilon the p-value is the non-private rank of the replayed statistics
+    X, y = two_samples(n=60, shift=0.3, seed=3)
+    est = DPMMDTest(method="features", n_components=16, kernel_params={"gamma": 0.5},
+                    epsilon=1e9, n_permutations=49, random_state=5)
+    res = est.fit(X, y).result_
+    g = check_generator(5)
+    omega = feat.draw_frequencies("rbf", 0.5, 3, 16, g)
+    s = feat.feature_mmd_statistics(feat.feature_map(X, omega), y, 49, g)
+    assert res.pvalue == (1 + np.sum(s[1:] >= s[0])) / 50
+
+
+def test_estimator_refusals_before_the_charge():
+    X, y = two_samples(n=20)
+    budget = PrivacyBudget(10.0)
+    cases = [
+        (dict(kernel="chi2"), "method='features' needs kernel"),
+        (dict(kernel_params={"gamma": "aggregate"}), "numeric kernel_params"),
+        (dict(n_components=0), "n_components"),
+        (dict(method="nystrom"), "method"),
+        (dict(max_memory=1000), "max_memory"),
+    ]
+    for params, match in cases:
+        est = DPMMDTest(**{"method": "features", "budget": budget, "random_state": 0,
+                           **params})
+        with pytest.raises(InvalidParameterError, match=match):
+            est.fit(np.abs(X), y)
+        assert not hasattr(est, "result_")
+    assert budget.spent == (0.0, 0.0)
+
+
+def test_budget_charged_once_per_fit():
+    X, y = two_samples(n=20)
+    budget = PrivacyBudget(1.5)
+    est = DPMMDTest(method="features", epsilon=1.0, budget=budget, random_state=0)
+    est.fit(X, y)
+    with pytest.raises(BudgetExceededError, match="budget"):
+        est.fit(X, y)
+
+
+def test_memory_estimate_at_a_million_rows_is_under_2gib():
+    m = feat.feature_mmd_memory_bytes(10**6, 10, 64, 2, 2000)
+    assert m < 2 * 2**30
+    assert feat.feature_mmd_memory_bytes(10**6, 10, 128, 2, 2000) > m
+
+
+# -- validity (slow) -------------------------------------------------------------------------
+
+REPS, ALPHA = 400, 0.05
+LIMIT = int(stats.binom.ppf(0.999, REPS, ALPHA))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [1, 10, 100])
+def test_features_type_one_error(d):
+    rng = np.random.default_rng(d)
+    y = np.repeat([0, 1], [40, 60])
+    est = DPMMDTest(method="features", n_components=32, epsilon=1.0, n_permutations=99)
+    rejections = 0
+    for rep in range(REPS):
+        X = rng.standard_t(3, size=(100, d))
+        rejections += est.set_params(random_state=rep).decision(X, y)
+    assert rejections <= LIMIT, (rejections, LIMIT)
