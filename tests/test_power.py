@@ -82,7 +82,8 @@ BASE = ["n_samples", "n_repeats", "rejection_rate", "se", "ci_low", "ci_high"]
     (PrivateEProcess(P, Q), bernoulli_draw(0.5), ["mean_log_e_value",
                                                   "median_stopping_time"]),
     (DPMMDTest(n_permutations=20), two_groups_null, []),
-    (DPHSICTest(n_permutations=20), paired, []),
+    (DPHSICTest(n_permutations=20, kernel_params={"gamma": 0.5},
+                y_kernel_params={"gamma": 0.5}), paired, []),
     (GeneralizedThresholdMechanism(), shifted, []),
 ], ids=["evalue", "eprocess", "mmd", "hsic", "gtm"])
 def test_table_columns_for_every_estimator(estimator, draw, extra):
@@ -140,6 +141,18 @@ def test_seeded_runs_are_identical_and_seeds_matter():
 
 
 def test_results_do_not_depend_on_n_jobs():
+    # threads: the same dispatch (blocks finishing out of order) without the seconds a
+    # process pool takes to start; the process pool (pickled estimator and generator
+    # closure) is checked in the slow test below
+    import joblib
+
+    with joblib.parallel_config(backend="threading"):
+        got = _evalue_table(random_state=7, n_jobs=2)
+    pd.testing.assert_frame_equal(_reference_table(7), got)
+
+
+@pytest.mark.slow
+def test_results_do_not_depend_on_n_jobs_with_processes():
     pd.testing.assert_frame_equal(_reference_table(7), _evalue_table(random_state=7, n_jobs=2))
 
 
@@ -207,11 +220,27 @@ def _binomial_upper(alpha, n_repeats):
 
 
 def test_type_one_error_of_dpmmd_under_the_null():
+    # a fixed bandwidth keeps this in the default suite (the default bandwidth
+    # aggregate is checked in the slow test below)
     n_repeats, alpha = 200, 0.05
-    table = simulate_power(DPMMDTest(n_permutations=39, alpha=alpha), two_groups_null,
-                           param_grid={"n_samples": [40]}, n_repeats=n_repeats,
-                           random_state=0)
+    est = DPMMDTest(n_permutations=39, alpha=alpha, kernel_params={"gamma": 0.5})
+    table = simulate_power(est, two_groups_null, param_grid={"n_samples": [40]},
+                           n_repeats=n_repeats, random_state=0)
     assert table["rejection_rate"][0] <= _binomial_upper(alpha, n_repeats)
+
+
+def _two_groups_null_heavy(n, rng):
+    return rng.standard_t(2, size=(n, 2)), np.arange(n) % 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("draw", [two_groups_null, _two_groups_null_heavy])
+def test_type_one_error_of_dpmmd_default_kernel(draw):
+    n_repeats, alpha = 400, 0.05
+    table = simulate_power(DPMMDTest(n_permutations=59, alpha=alpha), draw,
+                           param_grid={"n_samples": [40], "epsilon": [0.5, 4.0]},
+                           n_repeats=n_repeats, random_state=1, n_jobs=2)
+    assert (table["rejection_rate"] <= _binomial_upper(alpha, n_repeats)).all()
 
 
 def test_the_type_one_check_flags_an_invalid_test():
