@@ -1,0 +1,145 @@
+"""Tests at scale: random-feature dpMMD (``method="features"``) against the exact dpMMD.
+
+Three tables, printed and saved to ``benchmarks/results/kernel_scale.txt``:
+
+1. ``speed``: wall time and peak resident memory (``ru_maxrss`` of a fresh worker
+   process per configuration, so each peak is its own; ``base`` is the worker's RSS
+   after imports and data generation) of one fit, d = 10, B = 2000, for N from 10^3
+   up to 10^6 (features) and where it fits (exact).
+2. ``level``: type-I error of the feature test under H0 (two Student-t(3) samples) at
+   d in {1, 10, 100, 200}, with its binomial standard error; target level <= alpha + 2 SE.
+3. ``power``: rejection rate of the feature test (several D) and of the exact test on
+   the same data sets at N = 2000 (mean shift), with standard errors.
+
+Usage::
+
+    python benchmarks/kernel_scale.py --quick            # small sizes only
+    python benchmarks/kernel_scale.py                    # full tables
+    python benchmarks/kernel_scale.py --speed-only --features-sizes 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _worker(spec):
+    import numpy as np
+
+    from skdptest import DPMMDTest
+
+    rng = np.random.default_rng(0)
+    n, d = spec["n"], spec["d"]
+    X = rng.normal(size=(n, d))
+    X[n // 2:, 0] += 0.05
+    y = np.repeat([0, 1], [n // 2, n - n // 2])
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    kw = {"kernel_params": {"gamma": 1.0 / d}, "n_permutations": spec["B"],
+          "max_memory": 64 * 2**30, "random_state": 0, "method": spec["method"]}
+    if spec["method"] == "features":
+        kw["n_components"] = spec["D"]
+    t = time.perf_counter()
+    res = DPMMDTest(**kw).fit(X, y).result_
+    wall = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps({"wall": wall, "peak_mb": peak, "base_mb": base,
+                      "pvalue": res.pvalue}))
+
+
+def run_speed(method, n, d=10, B=2000, D=64):
+    spec = json.dumps({"method": method, "n": n, "d": d, "B": B, "D": D})
+    out = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def rejection_rate(make_est, sampler, reps, seed):
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for rep in range(reps):
+        X, y = sampler(rng)
+        hits += make_est(rep).decision(X, y)
+    p = hits / reps
+    return p, (p * (1 - p) / reps) ** 0.5
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--speed-only", action="store_true")
+    ap.add_argument("--features-sizes", type=int, nargs="*")
+    ap.add_argument("--exact-sizes", type=int, nargs="*")
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "kernel_scale.txt"))
+    args = ap.parse_args(argv)
+    if args.worker:
+        _worker(json.loads(args.worker))
+        return
+    from skdptest import DPMMDTest
+
+    lines = [f"# kernel_scale.py {' '.join(argv or sys.argv[1:])}  (cores: {os.cpu_count()})"]
+
+    def emit(s=""):
+        print(s, flush=True)
+        lines.append(s)
+
+    fsizes = args.features_sizes or ([1000, 10000] if args.quick
+                                     else [1000, 10000, 100000, 1000000])
+    esizes = args.exact_sizes if args.exact_sizes is not None else (
+        [1000] if args.quick else [1000, 10000])
+    emit("## speed: one fit, d = 10, B = 2000 (features: D = 64)")
+    emit(f"{'mode':>10} {'N':>9} {'time s':>9} {'peak MB':>9} {'base MB':>9}")
+    for method, sizes in (("features", fsizes), ("exact", esizes)):
+        for n in sizes:
+            r = run_speed(method, n)
+            emit(f"{method:>10} {n:>9} {r['wall']:>9.2f} {r['peak_mb']:>9.0f} "
+                 f"{r['base_mb']:>9.0f}")
+    if not args.speed_only:
+        reps = args.reps
+        emit(f"\n## level: H0 (Student-t(3) samples, N = 200, 80/120), alpha = 0.05, "
+             f"B = 199, D = 64, eps = 1, {reps} reps")
+        emit(f"{'d':>5} {'level':>7} {'SE':>7} {'<= a+2SE':>9}")
+        for d in (1, 10, 100, 200):
+            def sample(rng, d=d):
+                return rng.standard_t(3, size=(200, d)), np.repeat([0, 1], [80, 120])
+
+            def make(rep):
+                return DPMMDTest(method="features", n_components=64, epsilon=1.0,
+                                 n_permutations=199, random_state=rep)
+            p, se = rejection_rate(make, sample, reps, d)
+            emit(f"{d:>5} {p:>7.3f} {se:>7.3f} {str(p <= 0.05 + 2 * se):>9}")
+        emit(f"\n## power: N = 2000 (1000 + 1000), d = 5, mean shift 0.1 on every "
+             f"coordinate, gamma = 1/d, B = 199, {reps // 2} reps, same data for every mode")
+        emit(f"{'eps':>6} {'mode':>16} {'power':>7} {'SE':>7}")
+        for eps in (1.0, 10.0):
+            for mode, D in (("exact", None), ("features", 64), ("features", 128),
+                            ("features", 256)):
+                def sample(rng):
+                    X = rng.normal(size=(2000, 5))
+                    X[1000:] += 0.1
+                    return X, np.repeat([0, 1], 1000)
+
+                def make(rep, mode=mode, D=D, eps=eps):
+                    kw = {"n_components": D} if D else {}
+                    return DPMMDTest(method=mode, epsilon=eps, n_permutations=199,
+                                     kernel_params={"gamma": 0.2}, random_state=rep, **kw)
+                p, se = rejection_rate(make, sample, reps // 2, 123)
+                name = mode if D is None else f"features D={D}"
+                emit(f"{eps:>6} {name:>16} {p:>7.3f} {se:>7.3f}")
+    with open(args.out, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
