@@ -661,6 +661,22 @@ class DPMMDTest(BasePrivateTest):
         (see :func:`mmd_memory_bytes`; about 1 GiB at most with the default
         internal chunk sizes, more for huge N or many groups). A fit that
         would need more is refused before the budget is charged.
+    method : {"exact", "features"}, default="exact"
+        ``"features"``: random Fourier features (rbf or laplacian ``kernel`` only;
+        ``gamma`` numeric, ``"median"`` or, if absent, ``1 / n_features``).
+        ``n_components`` frequencies are drawn from the generator (never from the
+        data); ``phi(x) = D^{-1/2} [cos(w^T x), sin(w^T x)]`` has norm 1, so the feature
+        kernel is positive definite with ``k(x, x) = 1`` and the sensitivity is the
+        sqrt-MMD one with feature diameter ``2R`` (``R = 1 + 2^-16`` bounds every
+        computed, quantised row exactly): ``2R / min(m, n)`` for two groups. All
+        B + 1 statistics come from exact integer feature sums, in O(N D B) time and
+        O(N D) memory plus one chunk of relabelling masks. Validity is exact
+        (conditionally on the data-independent frequencies the test is a
+        permutation test); only the power differs from the exact kernel's. See
+        :mod:`skdptest.kernel._features`.
+    n_components : int, default=64
+        Number D of random frequencies (2D features) with ``method="features"``,
+        in [1, 2**14]; ignored otherwise.
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
