@@ -213,11 +213,24 @@ class PrivateEValueTest(BasePrivateTest):
     from the actual extreme values of E over that support (exactly for discrete
     laws, the clip bounds otherwise). The number of rows is public.
 
-    Validity: E_P[exp(Λ̃)] = (1 − λ + λ E_P[E])^n <= 1 exactly, at every n; for
-    ``statistic="exact"``, E_P[f_Q(Y)/f_P(Y)] = Σ_y f_Q(y) = 1.
+    Released fields, jointly: one private value leaves the estimator, the integer
+    J = M + K (M the exactly summed, floored merged statistic; K exact discrete
+    Laplace noise at rate r <= ε / Δ_int, so J is ε-DP), or for
+    ``statistic="exact"`` the noisy count (or lattice sum). ``log_e_value``
+    (= g·J − c), ``e_value``, ``pvalue`` = min(1, 1/E) and ``reject`` are fixed
+    public functions of that one integer, so together they cost ε, and every
+    reachable float is reachable from both neighbours (no low-order-bit leak).
+    ``bet``, ``clip_range``, ``noise_scale``, ``grid`` and ``compensator`` are
+    public plans (functions of n, ε and the laws); ``n_samples``, ``alpha``,
+    ``epsilon``, ``n_features_in_`` and ``feature_names_in_`` are public. Nothing
+    else is kept: no per-row statistic, no noise draw, no generator.
 
-    Power: the expected released log e-value under Q is
-    n E_Q[log(1 − λ + λ E)] + log(1 − b²), close to n R_ε for large n.
+    Validity: E_P[exp(g·J − c)] <= (1 − λ + λ E_P[E])^n E[e^{gK}] e^{−c} <= 1
+    exactly, at every n (the floors only lower the statistic, c = log E[e^{gK}]);
+    for ``statistic="exact"``, E_P[f_Q(Y)/f_P(Y)] = Σ_y f_Q(y) = 1.
+
+    Power: the expected released log e-value under Q is about
+    n E_Q[log(1 − λ + λ E)] − c, close to n R_ε for large n.
 
     References
     ----------
