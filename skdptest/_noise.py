@@ -10,7 +10,11 @@ import numpy as np
 from scipy import special
 
 __all__ = [
+    "bernoulli",
+    "choice_index",
+    "gaussian",
     "laplace",
+    "poisson",
     "laplace_log_mgf",
     "exponential",
     "RATE_BITS",
@@ -45,6 +49,30 @@ def exponential(rng, mean, size=None):
     if not mean > 0:
         raise ValueError(f"exponential mean must be > 0, got {mean}.")
     return rng.exponential(mean, size=size)
+
+
+def poisson(rng, lam, size=None):
+    """Poisson(``lam``) counts (the run counts of Poisson thinning)."""
+    return rng.poisson(lam, size=size)
+
+
+def bernoulli(rng, prob, size=None):
+    """Bernoulli(``prob``) draws as a boolean array (``rng.random(size) < prob``)."""
+    return rng.random(size) < prob
+
+
+def gaussian(rng, sigma, size=None):
+    """N(0, ``sigma``²) noise (Gaussian threshold queries, (ε, δ) mechanisms)."""
+    return rng.normal(0.0, sigma, size=size)
+
+
+def choice_index(rng, probs):
+    """An index drawn with the given probabilities (exponential-mechanism selection).
+
+    The output is a grid index, so no float leaves the mechanism; the probabilities
+    are computed in floating point (relative error ~1e-16 on each ratio).
+    """
+    return int(rng.choice(len(probs), p=probs))
 
 
 def two_sided_geometric(rng, rate, size=None):

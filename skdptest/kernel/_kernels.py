@@ -40,6 +40,7 @@ from sklearn.metrics.pairwise import (
     rbf_kernel,
 )
 
+from .. import _noise
 from .._params import Callable, InstanceOf, InvalidParameterError, NoneValue
 
 __all__ = [
@@ -462,5 +463,5 @@ def private_median_gamma(X, kernel, epsilon, rng):
     replacing one row. Returns ``1 / w^2`` (rbf) or ``1 / w`` (laplacian).
     """
     grid, probs = median_selection_probabilities(X, kernel, epsilon)
-    w = grid[rng.choice(grid.size, p=probs)]
+    w = grid[_noise.choice_index(rng, probs)]
     return 1.0 / w**2 if kernel == "rbf" else 1.0 / w

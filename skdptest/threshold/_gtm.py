@@ -10,6 +10,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from .. import _noise
 from .._base import BasePrivateTest
 from .._budget import PrivacyBudget
 from .._noise import exponential
@@ -115,9 +116,9 @@ def _resolve_p_star(p_star, n):
 def _poisson(rng, lam):
     """Exact Poisson(λ) draw for 0 ≤ λ ≤ 1e18 (sum of chunks below numpy's limit)."""
     if lam <= _POISSON_CHUNK:
-        return int(rng.poisson(lam))
+        return int(_noise.poisson(rng, lam))
     m = int(math.ceil(lam / _POISSON_CHUNK))
-    return int(rng.poisson(lam / m, size=m).sum(dtype=np.int64))
+    return int(_noise.poisson(rng, lam / m, size=m).sum(dtype=np.int64))
 
 
 def _count_targets(mech, X, y, n_evaluations, n_counted, target, phi, rng, name):
@@ -135,7 +136,7 @@ def _count_targets(mech, X, y, n_evaluations, n_counted, target, phi, rng, name)
         m = int(min(_SAMPLE_CHUNK, n_evaluations - done))
         out = check_outputs(mech.sample(X, y, m, rng), m, name)
         if phi > 0:
-            out = np.where(rng.random(m) < phi, -out, out)
+            out = np.where(_noise.bernoulli(rng, phi, m), -out, out)
         used = min(max(n_counted - done, 0), m)
         count += int(np.count_nonzero(out[:used] == target))
         done += m
@@ -232,8 +233,8 @@ def _simulate_search(p, p_stars, epsilons, deltas, *, epsilon, failure_probabili
         forced = log_rate >= sp.log_rate_cap
         rate = np.exp(np.minimum(log_rate, sp.log_rate_cap))
         q = sp.phi + (1.0 - 2.0 * sp.phi) * p[i]
-        plus = rng.poisson(rate * q)
-        minus = rng.poisson(rate * (1.0 - q))
+        plus = _noise.poisson(rng, rate * q)
+        minus = _noise.poisson(rng, rate * (1.0 - q))
         if work == "constant":
             forced = forced | (plus + minus > sp.constant_work)
             total[idx] += sp.constant_work

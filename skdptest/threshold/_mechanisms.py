@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 from scipy import optimize, special
 
+from .. import _noise
 from .._noise import laplace
 from .._params import InvalidParameterError
 from .._validation import check_real
@@ -177,7 +178,7 @@ class RandomizedResponse(ThresholdMechanism):
 
     def sample(self, X, y, size, rng):
         b = self._bit(X, y)
-        keep = rng.random(size) < 1.0 / (1.0 + math.exp(-self.epsilon))
+        keep = _noise.bernoulli(rng, 1.0 / (1.0 + math.exp(-self.epsilon)), size)
         return np.where(keep, b, -b).astype(np.int8)
 
 
@@ -304,7 +305,7 @@ class GaussianThresholdQuery(ThresholdMechanism):
 
     def sample(self, X, y, size, rng):
         q = _statistic(self.statistic, X, y)
-        noisy = q + rng.normal(0.0, self.sigma, size=size)
+        noisy = q + _noise.gaussian(rng, self.sigma, size=size)
         return np.where(noisy >= self.threshold, 1, -1).astype(np.int8)
 
 
@@ -349,7 +350,7 @@ class Purified(ThresholdMechanism):
 
     def sample(self, X, y, size, rng):
         out = check_outputs(self.mechanism.sample(X, y, size, rng), size, "mechanism")
-        flip = rng.random(size) < self.phi
+        flip = _noise.bernoulli(rng, self.phi, size)
         return np.where(flip, -out, out).astype(np.int8)
 
 
