@@ -1,0 +1,429 @@
+"""The ``skdptest`` command line (``python -m skdptest``): subcommands, JSON, exit codes.
+
+Every case runs in-process through ``skdptest.cli.main`` (fast) and, in the ``slow``
+run, as a real command: ``subprocess.run([sys.executable, "-m", "skdptest", ...])``
+(each such run pays ~2 s of imports). One command-line run is in the default suite.
+"""
+
+import dataclasses
+import io
+import json
+import re
+import subprocess
+import sys
+from contextlib import redirect_stderr, redirect_stdout
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+import skdptest
+from skdptest import DPHSICTest, DPMMDTest, PrivacyBudget, PrivateEValueTest
+from skdptest.cli import main, parse_law
+
+N = 40
+
+
+def _cli(args, mode):
+    """Run the tool; return (exit code, stdout, stderr)."""
+    args = [str(a) for a in args]
+    if mode == "subprocess":
+        proc = subprocess.run(
+            [sys.executable, "-m", "skdptest", *args],
+            capture_output=True, text=True, timeout=300, check=False,
+        )
+        return proc.returncode, proc.stdout, proc.stderr
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(args)
+        except SystemExit as exc:  # argparse's usage errors and --help
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+MODES = ["inprocess", pytest.param("subprocess", marks=pytest.mark.slow)]
+
+
+@pytest.fixture(params=MODES)
+def mode(request):
+    return request.param
+
+
+@pytest.fixture
+def data(tmp_path):
+    """A small CSV (numeric a, b, c; 0/1 column k; string group g) and its frame."""
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({
+        "a": rng.normal(size=N),
+        "b": rng.normal(size=N),
+        "c": rng.uniform(size=N),
+        "k": rng.binomial(1, 0.6, size=N),
+        "g": np.repeat(["ctl", "trt"], N // 2),
+    })
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    return path, frame
+
+
+def _no_constants(name):
+    raise AssertionError(f"non-standard JSON constant {name}")
+
+
+def _json(stdout):
+    # Strict JSON: NaN or Infinity would not parse elsewhere.
+    return json.loads(stdout, parse_constant=_no_constants)
+
+
+def _expected_fields(result):
+    """Every field of the frozen result and its pvalue, as JSON would carry them."""
+    expected = json.loads(json.dumps(dataclasses.asdict(result)))
+    expected["pvalue"] = result.pvalue
+    return expected
+
+
+def _assert_one_line_error(code, out, err, expected_code, pattern):
+    assert code == expected_code, (code, out, err)
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("skdptest "), err
+    assert re.search(pattern, lines[0]), err
+
+
+# -- each subcommand, its JSON, against the estimator run directly ----------------------
+
+
+def test_mmd_json_is_the_estimators_result(data, mode):
+    path, frame = data
+    code, out, err = _cli(["mmd", "--file", path, "--columns", "a", "b", "--group-column", "g",
+                           "--epsilon", 2, "--alpha", 0.1, "--n-permutations", 19,
+                           "--seed", 3, "--json"], mode)
+    assert code == 0, err
+    payload = _json(out)
+    expected = DPMMDTest(epsilon=2.0, alpha=0.1, n_permutations=19, random_state=3).test(
+        frame[["a", "b"]].to_numpy(), frame["g"].to_numpy())
+    assert payload["command"] == "mmd"
+    assert payload["result_type"] == "PermutationTestResult"
+    # Every field of the frozen result, nothing more (no raw statistic leaves the tool).
+    assert payload["result"] == _expected_fields(expected)
+    assert payload["result"]["n_permutations"] == 19
+    assert payload["result"]["epsilon"] == 2.0 and payload["result"]["alpha"] == 0.1
+    assert payload["ledger"] is None
+    assert "--seed fixes the noise" in err  # the seed is flagged as unsafe for real data
+
+
+def test_hsic_json_is_the_estimators_result(data, mode):
+    path, frame = data
+    code, out, err = _cli(["hsic", "--file", path, "--x-columns", "a", "--y-columns", "b", "c",
+                           "--n-permutations", 19, "--seed", 5, "--json"], mode)
+    assert code == 0, err
+    payload = _json(out)
+    expected = DPHSICTest(n_permutations=19, random_state=5).test(
+        frame[["a"]].to_numpy(), frame[["b", "c"]].to_numpy())
+    assert payload["result_type"] == "PermutationTestResult"
+    assert payload["result"] == _expected_fields(expected)
+    assert payload["result"]["n_samples"] == N
+
+
+def test_evalue_json_is_the_estimators_result(data, mode):
+    path, frame = data
+    code, out, err = _cli(["evalue", "--file", path, "--column", "k",
+                           "--null", "bernoulli(p=0.3)", "--alternative", " bernoulli( 0.6 ) ",
+                           "--epsilon", 0.5, "--seed", 11, "--json"], mode)
+    assert code == 0, err
+    payload = _json(out)
+    expected = PrivateEValueTest(stats.bernoulli(0.3), stats.bernoulli(0.6), epsilon=0.5,
+                                 random_state=11).test(frame[["k"]].to_numpy())
+    assert payload["result_type"] == "EValueResult"
+    assert payload["result"] == _expected_fields(expected)
+    assert payload["result"]["epsilon"] == 0.5
+
+
+def test_plain_output_lists_the_fields(data, tmp_path):
+    path, _ = data
+    ledger = tmp_path / "ledger.sqlite"
+    code, out, err = _cli(["evalue", "--file", path, "--column", "k", "--null", "bernoulli(0.3)",
+                           "--alternative", "bernoulli(0.6)", "--ledger", ledger,
+                           "--budget-epsilon", 3], "inprocess")
+    assert code == 0, err
+    assert err == ""  # no seed, no warning
+    lines = out.splitlines()
+    assert lines[0] == "EValueResult (evalue)"
+    for name in ("reject", "alpha", "epsilon", "delta", "n_samples", "e_value", "pvalue"):
+        assert any(line.startswith(f"  {name}: ") for line in lines), (name, out)
+    assert lines[-1] == (f"ledger {ledger}: spent epsilon=1, delta=0 of epsilon=3, delta=0 "
+                         "(1 releases)")
+
+
+def test_unset_seed_means_os_entropy(data, monkeypatch):
+    # The estimator the tool builds gets random_state=None (OS entropy) unless --seed.
+    seen = []
+
+    class Recording(PrivateEValueTest):
+        def test(self, X=None, y=None):
+            seen.append(self.get_params()["random_state"])
+            return super().test(X, y)
+
+    monkeypatch.setattr(skdptest, "PrivateEValueTest", Recording)
+    path, _ = data
+    args = ["evalue", "--file", path, "--column", "k", "--null", "bernoulli(0.3)",
+            "--alternative", "bernoulli(0.6)", "--json"]
+    assert _cli(args, "inprocess")[0] == 0
+    assert _cli([*args, "--seed", 4], "inprocess")[0] == 0
+    assert seen == [None, 4]
+
+
+def test_same_seed_same_release(data):
+    path, _ = data
+    args = ["mmd", "--file", path, "--columns", "a", "--group-column", "g",
+            "--n-permutations", 19, "--seed", 9, "--json"]
+    first, second = _cli(args, "inprocess"), _cli(args, "inprocess")
+    assert first[0] == second[0] == 0
+    assert _json(first[1]) == _json(second[1])
+
+
+def test_python_dash_m_runs_the_command_line(data, tmp_path):
+    # The one real command-line run of the default suite (the others are `slow`).
+    path, _ = data
+    ledger = tmp_path / "ledger.sqlite"
+    proc = subprocess.run(
+        [sys.executable, "-m", "skdptest", "evalue", "--file", str(path), "--column", "k",
+         "--null", "bernoulli(0.3)", "--alternative", "bernoulli(0.6)",
+         "--ledger", str(ledger), "--budget-epsilon", "2", "--json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    payload = _json(proc.stdout)
+    assert payload["result_type"] == "EValueResult"
+    assert payload["ledger"]["n_releases"] == 1
+    assert [(e.label, e.epsilon) for e in PrivacyBudget(2.0, path=ledger).ledger] == [
+        ("PrivateEValueTest.fit", 1.0)]
+
+
+@pytest.mark.slow
+def test_demo_subcommand_runs(mode):
+    code, out, err = _cli(["demo"], mode)
+    assert code == 0, err
+    assert "Privacy ledger" in out
+    assert "spent: epsilon=5, delta=0; remaining: epsilon=1" in out
+
+
+# -- the ledger: persists across invocations, refuses when spent ------------------------
+
+
+def test_ledger_persists_across_invocations_and_refuses_the_third(data, tmp_path, mode):
+    path, _ = data
+    ledger = tmp_path / "ledger.sqlite"
+    args = ["evalue", "--file", path, "--column", "k", "--null", "bernoulli(0.3)",
+            "--alternative", "bernoulli(0.6)", "--ledger", ledger, "--json"]
+    # The first run creates the ledger (ε = 2 in all); the second reopens it by path.
+    code, out, err = _cli([*args, "--budget-epsilon", 2], mode)
+    assert code == 0, err
+    first = _json(out)["ledger"]
+    assert first == {"path": str(ledger), "epsilon": 2.0, "delta": 0.0, "spent_epsilon": 1.0,
+                     "spent_delta": 0.0, "remaining_epsilon": 1.0, "remaining_delta": 0.0,
+                     "n_releases": 1}
+    code, out, err = _cli(args, mode)
+    assert code == 0, err
+    second = _json(out)["ledger"]
+    assert (second["spent_epsilon"], second["remaining_epsilon"], second["n_releases"]) == (
+        2.0, 0.0, 2)
+    code, out, err = _cli(args, mode)
+    _assert_one_line_error(code, out, err, 4,
+                           r"Privacy budget exceeded: asked for epsilon=1.*Nothing was recorded")
+    entries = PrivacyBudget(2.0, path=ledger).ledger
+    assert [(e.label, e.epsilon, e.delta) for e in entries] == [
+        ("PrivateEValueTest.fit", 1.0, 0.0)] * 2
+
+
+def test_each_release_charges_its_epsilon_once(data, tmp_path):
+    # The charge is what the privacy argument composes: exactly --epsilon, once per run.
+    path, _ = data
+    ledger = tmp_path / "ledger.sqlite"
+    runs = [
+        ["mmd", "--columns", "a", "--group-column", "g", "--n-permutations", 19,
+         "--epsilon", 0.25],
+        ["hsic", "--x-columns", "a", "--y-columns", "c", "--n-permutations", 19,
+         "--epsilon", 0.5],
+        ["evalue", "--column", "k", "--null", "binom(1, 0.3)", "--alternative",
+         "bernoulli(p=0.6)", "--epsilon", 0.75],
+    ]
+    for i, run in enumerate(runs):
+        extra = ["--budget-epsilon", 5] if i == 0 else []
+        code, _, err = _cli([run[0], "--file", path, *run[1:], "--ledger", ledger, *extra],
+                            "inprocess")
+        assert code == 0, err
+    entries = PrivacyBudget(5.0, path=ledger).ledger
+    assert [(e.label, e.epsilon) for e in entries] == [
+        ("DPMMDTest.fit", 0.25), ("DPHSICTest.fit", 0.5), ("PrivateEValueTest.fit", 0.75)]
+
+
+# -- exit codes -------------------------------------------------------------------------
+
+
+def test_ledger_errors_exit_5(data, tmp_path, mode):
+    path, _ = data
+    args = ["evalue", "--file", path, "--column", "k", "--null", "bernoulli(0.3)",
+            "--alternative", "bernoulli(0.6)"]
+    missing = tmp_path / "nope.sqlite"
+    _assert_one_line_error(*_cli([*args, "--ledger", missing], mode), 5,
+                           r"no such ledger; pass --budget-epsilon")
+    assert not missing.exists()  # never created without totals
+
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a ledger at all" * 10)
+    _assert_one_line_error(*_cli([*args, "--ledger", garbage], mode), 5,
+                           r"not an SQLite database")
+    assert garbage.read_bytes() == b"not a ledger at all" * 10
+
+    ledger = tmp_path / "ledger.sqlite"
+    PrivacyBudget(2.0, path=ledger)
+    _assert_one_line_error(*_cli([*args, "--ledger", ledger, "--budget-epsilon", 3], mode), 5,
+                           r"created with epsilon=2\.0.*cannot be reopened with epsilon=3\.0")
+    _assert_one_line_error(*_cli([*args, "--ledger", ledger, "--budget-delta", 1e-6], mode),
+                           5, r"holds delta=0\.0, not --budget-delta 1e-06")
+    assert len(PrivacyBudget(2.0, path=ledger)) == 0
+
+    _assert_one_line_error(
+        *_cli([*args, "--ledger", tmp_path / "no-dir" / "l.sqlite", "--budget-epsilon", 1],
+              mode), 5, r"does not exist")
+
+
+def _bad_inputs(tmp_path, frame):
+    missing_values = frame.copy()
+    missing_values.loc[3, "a"] = np.nan
+    missing_values.to_csv(tmp_path / "holes.csv", index=False)
+    words = frame.astype({"a": object})
+    words.loc[2, "a"] = "n/a-ish"
+    words.to_csv(tmp_path / "words.csv", index=False)
+    (tmp_path / "empty.csv").write_text("")
+    outside = frame.copy()
+    outside.loc[0, "k"] = 2  # outside the support {0, 1} of the Bernoulli null
+    outside.to_csv(tmp_path / "outside.csv", index=False)
+    one_group = frame.assign(g="ctl")
+    one_group.to_csv(tmp_path / "one_group.csv", index=False)
+    evalue = ["evalue", "--column", "k", "--null", "bernoulli(0.3)",
+              "--alternative", "bernoulli(0.6)"]
+    return [
+        (["mmd", "--columns", "a", "--group-column", "g"], "missing.csv",
+         r"--file '.*missing\.csv': no such file"),
+        (["mmd", "--columns", "a", "--group-column", "g"], ".", r"is a directory"),
+        (["mmd", "--columns", "a", "--group-column", "g"], "empty.csv", r"the file is empty"),
+        (["mmd", "--columns", "a", "zz", "--group-column", "g"], "data.csv",
+         r"--columns: no column 'zz' in .* \(columns: a, b, c, k, g\)"),
+        (["mmd", "--columns", "a", "--group-column", "gg"], "data.csv",
+         r"--group-column: no column 'gg'"),
+        (["hsic", "--x-columns", "a", "--y-columns", "b"], "holes.csv",
+         r"--x-columns: column 'a' has 1 missing value\(s\)"),
+        (["hsic", "--x-columns", "b", "--y-columns", "a"], "words.csv",
+         r"--y-columns: column 'a' is not numeric \(1 non-numeric value\(s\), first on line 4"),
+        (["evalue", "--column", "g", "--null", "bernoulli(0.3)",
+          "--alternative", "bernoulli(0.6)"], "data.csv", r"--column: column 'g' is not numeric"),
+        (evalue, "outside.csv", r"outside the support of the null"),
+        (["mmd", "--columns", "a", "--group-column", "g"], "one_group.csv", r"DPMMDTest"),
+    ]
+
+
+def test_bad_input_exits_3_and_charges_nothing(data, tmp_path, mode):
+    _, frame = data
+    ledger = tmp_path / "ledger.sqlite"
+    PrivacyBudget(5.0, path=ledger)
+    for args, name, pattern in _bad_inputs(tmp_path, frame):
+        file = tmp_path / name
+        result = _cli([args[0], "--file", file, *args[1:], "--ledger", ledger], mode)
+        _assert_one_line_error(*result, 3, pattern)
+    # Bad input is refused before the charge: the ledger holds nothing.
+    assert len(PrivacyBudget(5.0, path=ledger)) == 0
+
+
+@pytest.mark.parametrize("args, pattern", [
+    ([], r"usage: skdptest"),
+    (["frobnicate"], r"invalid choice: 'frobnicate'"),
+    (["mmd", "--columns", "a", "--group-column", "g"], r"required: --file"),
+    (["mmd", "--file", "x.csv", "--columns", "a", "--group-column", "g", "--epsilon", "-1"],
+     r"argument --epsilon: '-1' is not a finite number > 0"),
+    (["mmd", "--file", "x.csv", "--columns", "a", "--group-column", "g", "--epsilon", "nan"],
+     r"argument --epsilon: 'nan' is not a finite number > 0"),
+    (["hsic", "--file", "x.csv", "--x-columns", "a", "--y-columns", "b", "--alpha", "1.5"],
+     r"argument --alpha: '1.5' is not in \(0, 1\)"),
+    (["hsic", "--file", "x.csv", "--x-columns", "a", "--y-columns", "b",
+      "--n-permutations", "0"], r"argument --n-permutations: '0' is not an integer >= 1"),
+    (["hsic", "--file", "x.csv", "--x-columns", "a", "--y-columns", "b", "--seed", "x"],
+     r"argument --seed: 'x' is not an integer"),
+    (["evalue", "--file", "x.csv", "--column", "k", "--null", "__import__('os')",
+      "--alternative", "bernoulli(0.6)"], r"argument --null: .* is not of the form"),
+    (["evalue", "--file", "x.csv", "--column", "k", "--null", "bernoulli(0.3)",
+      "--alternative", "norm(0, 1)"], r"both be discrete or both continuous"),
+    (["evalue", "--file", "x.csv", "--column", "k", "--null", "bernoulli(0.3)",
+      "--alternative", "bernoulli(0.6)", "--budget-epsilon", "1"],
+     r"--budget-epsilon and --budget-delta need --ledger"),
+    (["mmd", "--file", "x.csv", "--columns", "a", "--group-column", "g",
+      "--n-permutations", "2000000"], r"n_permutations"),
+])
+def test_usage_errors_exit_2(args, pattern, data):
+    # Refused by argparse, or (the last case) by DPMMDTest's parameter constraint.
+    path, _ = data
+    args = [str(path) if a == "x.csv" else a for a in args]
+    code, out, err = _cli(args, "inprocess")
+    assert code == 2, (code, out, err)
+    assert out == ""
+    assert "Traceback" not in err
+    assert re.search(pattern, err), err
+
+
+@pytest.mark.slow
+def test_usage_error_from_the_command_line():
+    proc = subprocess.run([sys.executable, "-m", "skdptest", "mmd", "--epsilon", "0"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 2
+    assert "usage: skdptest mmd" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# -- the law grammar (nothing is evaluated) ---------------------------------------------
+
+
+@pytest.mark.parametrize("text, name, args, kwds", [
+    ("bernoulli(0.3)", "bernoulli", (0.3,), {}),
+    ("norm(loc=0.5, scale=2)", "norm", (), {"loc": 0.5, "scale": 2}),
+    ("  binom( 10 , p = 2.5e-1 ) ", "binom", (10,), {"p": 0.25}),
+    ("norm()", "norm", (), {}),
+    ("uniform(-1, .5)", "uniform", (-1, 0.5), {}),
+])
+def test_parse_law_accepts_the_grammar(text, name, args, kwds):
+    law = parse_law(text)
+    assert law.dist.name == name
+    assert law.args == args and law.kwds == kwds
+    assert [type(a) for a in law.args] == [type(a) for a in args]  # binom's n stays an int
+    expected = getattr(stats, name)(*args, **kwds)
+    assert law.mean() == pytest.approx(expected.mean())
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ("__import__('os').system('true')", r"not of the form name\("),
+    ("stats.norm(0, 1)", r"not of the form name\("),
+    ("norm(0, 1).rvs()", r"'1\).rvs\(' is not a number or key=number"),
+    ("norm(abs(1))", r"'abs\(1\)' is not a number or key=number"),
+    ("norm(1e400)", r"not a finite number"),
+    ("norm(inf)", r"'inf' is not a number or key=number"),
+    ("norm(loc=nan)", r"'loc=nan' is not a number or key=number"),
+    ("ttest_ind(1, 2)", r"'ttest_ind' is not a scipy.stats distribution"),
+    ("nosuchlaw(1)", r"'nosuchlaw' is not a scipy.stats distribution"),
+    ("norm(loc=1, loc=2)", r"keyword 'loc' given twice"),
+    ("norm(loc=1, 2)", r"positional argument after a keyword argument"),
+    ("bernoulli(1.5)", r"invalid parameters for scipy.stats.bernoulli"),
+    ("binom(3)", r"missing 1 required positional argument"),
+    ("norm(foo=1)", r"unexpected keyword argument 'foo'"),
+    ("norm(" + "1, " * 100 + "1)", r"longer than 200 characters"),
+])
+def test_parse_law_refuses_everything_else(text, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        parse_law(text)
+
+
+def test_parse_law_needs_a_string():
+    with pytest.raises(TypeError, match="a law must be given as a str, got float"):
+        parse_law(0.3)
