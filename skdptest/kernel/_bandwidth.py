@@ -90,7 +90,8 @@ def uses_aggregate(kernel, kernel_params):
 
     True for ``kernel`` "rbf" or "laplacian" with no ``gamma`` given (``kernel_params``
     None or without a "gamma" key) or with ``gamma="aggregate"``. An explicit numeric
-    ``gamma`` (or "median") keeps the single-bandwidth test.
+    ``gamma``, "median", or ``gamma=None`` (scikit-learn's ``1 / n_features``, the
+    previous default) keeps the single-bandwidth test.
     """
     if not (isinstance(kernel, str) and kernel in _GRID_EXPONENTS):
         return False
@@ -98,8 +99,10 @@ def uses_aggregate(kernel, kernel_params):
         return True
     if not isinstance(kernel_params, dict):
         return False
-    gamma = kernel_params.get("gamma")
-    return gamma is None or (isinstance(gamma, str) and gamma == "aggregate")
+    if "gamma" not in kernel_params:
+        return True
+    gamma = kernel_params["gamma"]
+    return isinstance(gamma, str) and gamma == "aggregate"
 
 
 def bandwidth_grid(kernel, n_features):

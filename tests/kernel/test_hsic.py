@@ -23,6 +23,14 @@ from skdptest.kernel._kernels import resolve_kernel
 from tests.kernel.test_mmd import noise_audit
 
 
+def _fixed(cls, **kwargs):
+    """The single-bandwidth test (scikit-learn's gamma = 1 / n_features), the default
+    before the bandwidth aggregate; these tests pin its exact values."""
+    for name in ("kernel", "y_kernel") if cls.__name__ == "DPHSICTest" else ("kernel",):
+        if kwargs.get(name, "rbf") in ("rbf", "laplacian"):
+            kwargs.setdefault(f"{name}_params", {"gamma": None})
+    return cls(**kwargs)
+
 def laplace_scale(sensitivity, epsilon, delta):
     return 2 * sensitivity / (epsilon - math.log1p(-delta))
 
@@ -131,7 +139,7 @@ def test_multioutput_y_and_dataframe():
     X, y = data(50)
     Y2 = np.c_[y, -y]
     df = pd.DataFrame(X, columns=["u", "v"])
-    est = DPHSICTest(random_state=0, n_permutations=99).fit(df, Y2)
+    est = _fixed(DPHSICTest, random_state=0, n_permutations=99).fit(df, Y2)
     assert list(est.feature_names_in_) == ["u", "v"]
     assert est.result_.method == "dpHSIC"
     assert est.result_.sensitivity == pytest.approx(4 * 49 / 50**2)
@@ -155,7 +163,7 @@ def test_statistic_at_huge_epsilon_and_scipy_agreement():
         ref = stats.permutation_test((np.arange(25.0),), stat, permutation_type="pairings",
                                      alternative="greater", n_resamples=3000,
                                      vectorized=True, rng=np.random.default_rng(0))
-        res = DPHSICTest(epsilon=1e12, n_permutations=3000, random_state=1).test(X, y)
+        res = _fixed(DPHSICTest, epsilon=1e12, n_permutations=3000, random_state=1).test(X, y)
         kx, ky = _kernels(X, y[:, None])
         s = hsic_permutation_statistics(X, y[:, None], 1, np.random.default_rng(0), kx, ky)
         assert s[0] == pytest.approx(ref.statistic, abs=1e-12)
@@ -243,7 +251,7 @@ def test_noise_description_is_pinned():
     # Fast privacy check: the noise is the core's for the independently computed
     # Delta = 4 (n - 1) / n^2 and eta; a halved Delta (or doubled epsilon) fails.
     X, y = data(30, seed=4)
-    res = DPHSICTest(epsilon=0.7, n_permutations=9, random_state=0).test(X, y)
+    res = _fixed(DPHSICTest, epsilon=0.7, n_permutations=9, random_state=0).test(X, y)
     delta_ = 4 * 29 / 900
     assert res.sensitivity == pytest.approx(delta_, rel=1e-15)
     assert res.noise == permutation_noise(res.sensitivity, 0.7, 0.0, abs_error=res.abs_error)
@@ -293,7 +301,7 @@ def test_non_numeric_y_raises():
 def test_user_bounded_linear_y_kernel():
     X, y = data(40)
     y = np.clip(y, -2, 2)
-    res = DPHSICTest(y_kernel="linear", y_kernel_bound=4.0, random_state=0,
+    res = _fixed(DPHSICTest, y_kernel="linear", y_kernel_bound=4.0, random_state=0,
                      n_permutations=99).test(X, y)
     # D_x = sqrt(2) (rbf), D_y = 2 sqrt(4) (positive definite, |l| <= 4)
     assert res.sensitivity == pytest.approx(2 * 39 * math.sqrt(2) * 4 / 1600)
@@ -325,13 +333,14 @@ def test_results_and_attributes_hide_the_raw_statistic():
 
 def test_private_median_bandwidths():
     X, y = data(60)
-    est = DPHSICTest(kernel_params={"gamma": "median"}, y_kernel_params={"gamma": "median"},
-                     epsilon=1.0, random_state=0, n_permutations=99).fit(X, y)
+    est = _fixed(DPHSICTest, kernel_params={"gamma": "median"},
+                 y_kernel_params={"gamma": "median"}, epsilon=1.0, random_state=0,
+                 n_permutations=99).fit(X, y)
     assert est.gamma_ > 0 and est.y_gamma_ > 0
     assert (est.gamma_, est.y_gamma_) == (est.result_.gamma, est.result_.y_gamma)
     laplace = 2 * (4 * 59 / 3600 + 2 * est.result_.abs_error) / 0.9
     assert laplace <= est.result_.noise_scale <= 1.005 * laplace
-    est = DPHSICTest(y_kernel_params={"gamma": "median"}, random_state=0,
+    est = _fixed(DPHSICTest, y_kernel_params={"gamma": "median"}, random_state=0,
                      n_permutations=9).fit(X, y)
     assert est.gamma_ is None and est.y_gamma_ > 0
     laplace = 2 * (4 * 59 / 3600 + 2 * est.result_.abs_error) / 0.95
@@ -357,11 +366,11 @@ def test_cyclic_estimator():
     X = rng.normal(size=(300, 2))
     y = X[:, 0] + 0.5 * rng.normal(size=300)
     budget = PrivacyBudget(1.0)
-    res = DPHSICTest(cyclic=True, budget=budget, random_state=0).test(X, y)
+    res = _fixed(DPHSICTest, cyclic=True, budget=budget, random_state=0).test(X, y)
     assert res.n_permutations == 299 and res.method == "dpHSIC cyclic"
     assert res.reject and budget.spent[0] == 1.0
     with pytest.raises(TypeError, match="cyclic must be a bool"):
-        DPHSICTest(cyclic="yes", budget=budget).fit(X, y)
+        _fixed(DPHSICTest, cyclic="yes", budget=budget).fit(X, y)
     assert budget.spent[0] == 1.0
 
 
@@ -387,7 +396,7 @@ def _fit(monkeypatch, X, y, seed, B, precision, **params):
         return make_result(*args, bounds=bounds, refine=refine, **kwargs)
 
     monkeypatch.setattr(hsic_mod, "make_permutation_result", spy)
-    res = DPHSICTest(n_permutations=B, random_state=seed, **params).test(X, y)
+    res = _fixed(DPHSICTest, n_permutations=B, random_state=seed, **params).test(X, y)
     monkeypatch.setattr(hsic_mod, "make_permutation_result", make_result)
     return res, seen
 
