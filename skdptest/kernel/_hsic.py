@@ -604,7 +604,12 @@ class DPHSICTest(BasePrivateTest):
     ----------
     kernel : str, sklearn.gaussian_process.kernels.Kernel or callable, default="rbf"
         Kernel on ``X``: see :class:`DPMMDTest` for the accepted forms and
-        bounds. Default bandwidth ``gamma = 1 / n_features`` (data independent).
+        bounds. Default: the bandwidth aggregate over a public grid (rbf or
+        laplacian without a ``gamma``), on both kernels, every pair of the two
+        grids (19 x 19), with one DP p-value and no extra privacy cost (see
+        :class:`DPMMDTest` and ``skdptest/kernel/_bandwidth.py``). An explicit
+        ``gamma`` gives the single-bandwidth test, ``{"gamma": None}`` the
+        previous default ``1 / n_features``.
         If either kernel is a callable (not assumed positive definite, values
         clipped to ``[-bound, bound]``), the squared statistic ``HSIC_b`` is
         privatised with a sensitivity valid for any bounded kernels (Notes).
@@ -632,8 +637,11 @@ class DPHSICTest(BasePrivateTest):
         Level of the test.
     n_permutations : int, default=2000
         Number B of random re-pairings, in [1, 10**6].
-    cyclic : bool, default=False
-        Instead of random permutations, put the rows in a random order and use
+    cyclic : bool or "auto", default="auto"
+        "auto": True when the bandwidth aggregate is used (its 361 bandwidth
+        pairs are cheap by FFT only; B = n - 1, so n >= 20 is needed to reject
+        at alpha = 0.05), else False. True: instead of random permutations,
+        put the rows in a random order and use
         all n cyclic shifts of ``y`` (B = n - 1, ``n_permutations`` ignored): an
         exact randomization test over the cyclic group (the law of i.i.d. pairs
         under H0 is invariant under each shift), computed by FFT in
@@ -645,6 +653,13 @@ class DPHSICTest(BasePrivateTest):
         plus ``4 n (B + 1)`` for the permutations; n = 13 000 pairs is about
         the largest the default admits). A larger fit is refused before the
         budget is charged, with the estimate for ``cyclic=True``.
+    n_jobs : int, default=None
+        Threads (joblib) over the x bandwidths of the aggregate (BLAS capped
+        at one thread per worker); -1 uses all cores. The release does not
+        depend on it.
+    verbose : {0, 1}, default=0
+        1 prints the aggregate's progress (x bandwidths done, elapsed, ETA)
+        and one-time hints (``cyclic=True``, ``n_jobs=-1``) to stderr.
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
@@ -660,6 +675,9 @@ class DPHSICTest(BasePrivateTest):
         composition above), else None.
     y_gamma_ : float or None
         The same for ``y_kernel``.
+    gamma_grid_, y_gamma_grid_ : ndarray of shape (19,) or None
+        The public bandwidth grids of the aggregate (None for a side with a
+        fixed kernel); ``result_.method`` then ends in ``" aggregate"``.
     n_features_in_ : int
         Number of features of ``X`` seen in ``fit``.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -749,11 +767,11 @@ class DPHSICTest(BasePrivateTest):
     >>> import numpy as np
     >>> from skdptest import DPHSICTest
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(300, 2))
-    >>> y = X[:, 0] + 0.5 * rng.normal(size=300)
+    >>> X = rng.normal(size=(400, 2))
+    >>> y = X[:, 0] + 0.5 * rng.normal(size=400)
     >>> result = DPHSICTest(epsilon=1.0, random_state=0).test(X, y)
-    >>> bool(result.reject)
-    True
+    >>> bool(result.reject), result.method
+    (True, 'dpHSIC cyclic aggregate')
     """
 
     _requires_y = True

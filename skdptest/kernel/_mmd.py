@@ -633,12 +633,20 @@ class DPMMDTest(BasePrivateTest):
         ``[-kernel_bound, kernel_bound]`` (NaN to 0, then clipped) and the test
         privatises the squared MMD with a sensitivity valid for any kernel
         bounded by ``kernel_bound`` (see Notes; less power than the
-        positive-definite rule). The default rbf bandwidth is data
-        independent: ``gamma = 1 / n_features``.
+        positive-definite rule). **Default: the bandwidth aggregate** (rbf or
+        laplacian without a ``gamma``): the maximum over a public grid of 19
+        bandwidths ``gamma = 2^k / n_features`` of centred statistics, one DP
+        p-value, no extra privacy cost and no need to standardise the data
+        (see ``skdptest/kernel/_bandwidth.py`` and doc/kernel_tests.md for the
+        validity and sensitivity proofs); about 19 times the work of one
+        bandwidth.
     kernel_params : dict, default=None
         Keyword arguments of the kernel (``gamma``, ``degree``, ... for named
         kernels; hyperparameters set on a copy of a GP kernel; keyword arguments
-        of a callable). ``{"gamma": "median"}`` (rbf, laplacian) asks for a
+        of a callable). An explicit ``{"gamma": g}`` is the single-bandwidth
+        test; ``{"gamma": None}`` the previous default ``1 / n_features``;
+        ``{"gamma": "aggregate"}`` the default. ``{"gamma": "median"}`` (rbf,
+        laplacian) asks for a
         *private* median heuristic: 5 % of ``epsilon`` buys an
         epsilon-DP median of the pooled pairwise distances (exponential
         mechanism over a public grid, labels unused), the rest the test; the
@@ -661,6 +669,13 @@ class DPMMDTest(BasePrivateTest):
         (see :func:`mmd_memory_bytes`; about 1 GiB at most with the default
         internal chunk sizes, more for huge N or many groups). A fit that
         would need more is refused before the budget is charged.
+    n_jobs : int, default=None
+        Threads (joblib) over the bandwidths of the aggregate (BLAS capped at
+        one thread per worker); -1 uses all cores. The release does not
+        depend on it: every value is computed by the same calls.
+    verbose : {0, 1}, default=0
+        1 prints the aggregate's progress (bandwidths done, elapsed, ETA) and a
+        hint on ``n_jobs`` to stderr; nothing derived from the data.
     method : {"exact", "features"}, default="exact"
         ``"features"``: random Fourier features (rbf or laplacian ``kernel`` only;
         ``gamma`` numeric, ``"median"`` or, if absent, ``1 / n_features``).
@@ -692,6 +707,11 @@ class DPMMDTest(BasePrivateTest):
     gamma_ : float or None
         The privately chosen ``gamma`` with ``kernel_params={"gamma": "median"}``
         (itself a DP release, covered by the composition above), else None.
+    gamma_grid_ : ndarray of shape (19,) or None
+        The public bandwidth grid of the aggregate (a function of the kernel
+        name and ``n_features`` only), else None. The release's ``method``
+        then ends in ``" aggregate"`` and ``sensitivity`` is the aggregate's
+        (the usual Delta plus the centring's share).
     n_features_in_ : int
         Number of features seen in ``fit``.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
