@@ -22,9 +22,11 @@ charges once per stream and freezes the stream's parameters at the charge.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -48,6 +50,30 @@ def check_numeric(array, name):
             f"{array.dtype}. Encode categorical or date columns as numbers first."
         )
     return array
+
+
+def _is_frozen_law(value):
+    return type(value).__name__.endswith("_frozen") and type(value).__module__.startswith(
+        "scipy.stats")
+
+
+class _LawRepr:
+    """Prints a frozen scipy law as ``name(args, key=value)`` (for estimator reprs)."""
+
+    def __init__(self, law):
+        self.law = law
+
+    def __repr__(self):
+        law = self.law
+        dist = getattr(law, "dist", None)
+        if dist is not None and hasattr(law, "args"):
+            parts = [f"{a!r}" for a in law.args]
+            parts += [f"{k}={v!r}" for k, v in getattr(law, "kwds", {}).items()]
+            return f"{getattr(dist, 'name', type(dist).__name__)}({', '.join(parts)})"
+        name = type(law).__name__.removesuffix("_frozen")
+        fields = [f"{k}={np.asarray(getattr(law, k)).tolist()!r}" for k in ("mean", "cov")
+                  if hasattr(law, k)]
+        return f"{name}({', '.join(fields)})"
 
 
 @dataclass(frozen=True)
@@ -253,6 +279,16 @@ class BasePrivateTest(BaseEstimator):
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "result_")
+
+    def __repr__(self, N_CHAR_MAX=700):
+        # Frozen scipy laws print as object addresses; show them as name(args) instead.
+        laws = {name: _LawRepr(value) for name, value in self.get_params(deep=False).items()
+                if _is_frozen_law(value)}
+        if not laws:
+            return super().__repr__(N_CHAR_MAX=N_CHAR_MAX)
+        stand_in = copy.copy(self)
+        vars(stand_in).update(laws)
+        return BaseEstimator.__repr__(stand_in, N_CHAR_MAX=N_CHAR_MAX)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
