@@ -30,7 +30,7 @@ from ._laws import check_law, make_laws
 from ._merge import expected_log_release, plan_release, release, release_noise, release_sum
 from ._optimal import optimal_statistic, tslr_statistic
 from ._results import EValueResult
-from ._rows import RowTable, check_block, integer_sum, is_dask, validate_rows
+from ._rows import RowTable, check_block, check_finite, integer_sum, is_dask, validate_rows
 
 __all__ = ["PrivateEValueTest", "expected_log_e_value"]
 
@@ -144,6 +144,21 @@ def resolve_plan(bet, laws, stat, n, epsilon):
         return planned, bet, clip if r is None else r
 
     return _cached(("plan", id(laws), id(stat), n, epsilon), (laws, stat), compute)
+
+
+def merged_plan(bet, laws, stat, n, epsilon):
+    """The public :class:`_EValuePlan` of a merged release of n rows (statistic, bet,
+    clip range, grid noise and, for finite discrete laws, the per-value table).
+
+    A function of the laws, n and ε only, memoised: a second fit with the same laws and
+    n plans in O(1).
+    """
+    def compute():
+        s, b, clip = resolve_plan(bet, laws, stat, n, epsilon)
+        noise = release_noise(s, b, epsilon)
+        return _EValuePlan(laws, s, b, clip, noise, RowTable.maybe(laws, s, b, noise))
+
+    return _cached(("merged", id(laws), id(stat), bet, n, epsilon), (laws, stat), compute)
 
 
 class PrivateEValueTest(BasePrivateTest):
@@ -281,7 +296,9 @@ class PrivateEValueTest(BasePrivateTest):
         return check_laws(params)
 
     def _validate_input(self, X, y, reset):
-        return validate_rows(self, X, reset), y
+        # finiteness is checked in the plan, in the same pass as the null's support
+        # where the laws have a table (one pass over X saved)
+        return validate_rows(self, X, reset, finite=False), y
 
     def _plan(self, params, X, y):
         # Everything that can refuse the data runs here, before the budget is charged;
@@ -294,7 +311,7 @@ class PrivateEValueTest(BasePrivateTest):
                 "'tslr' (their integer row sums are computed per chunk)."
             )
         if stat.name == "exact":
-            laws.log_ratio(X)
+            laws.log_ratio(check_finite(X))
             try:  # the sampler's rate is planned now: a tiny ε refuses before the charge
                 stat.noise_scale(X.shape[0], mechanism_epsilon(params["epsilon"]))
             except ValueError as exc:
@@ -302,18 +319,14 @@ class PrivateEValueTest(BasePrivateTest):
                     f"epsilon={params['epsilon']!r} is too small for the exact sampler: {exc}"
                 ) from exc
             return _EValuePlan(laws, stat, None, None)
-        epsilon = mechanism_epsilon(params["epsilon"])
-        stat, bet, clip = resolve_plan(params["bet"], laws, stat, X.shape[0], epsilon)
-        noise = release_noise(stat, bet, epsilon)
-        table = _cached(("table", id(laws), id(stat), bet, epsilon), (laws, stat),
-                        lambda: RowTable.maybe(laws, stat, bet, noise))
-        plan = _EValuePlan(laws, stat, bet, clip, noise, table)
+        plan = merged_plan(params["bet"], laws, stat, X.shape[0],
+                           mechanism_epsilon(params["epsilon"]))
         if is_dask(X):
-            _dask_map(X, check_block, laws, table)  # per chunk, on the workers
-        elif table is not None:
-            table.counts(X)
+            _dask_map(X, check_block, laws, plan.table)  # per chunk, on the workers
+        elif plan.table is not None:
+            plan.table.check(X)  # support and finiteness, counts discarded
         else:
-            laws.log_ratio(X)
+            laws.log_ratio(check_finite(X))
         return plan
 
     def _release(self, prep, rng):

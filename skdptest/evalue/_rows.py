@@ -16,12 +16,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import validate_data
 
 from .._noise import floor_to_grid
 from ._laws import _DiscreteLaws
 
-__all__ = ["RowTable", "integer_sum", "is_dask", "validate_rows"]
+__all__ = ["RowTable", "check_finite", "integer_sum", "is_dask", "validate_rows"]
 
 
 def is_dask(X):
@@ -56,8 +57,12 @@ def _check_numeric_columns(X):
             _refuse_dtype(dtype)
 
 
-def validate_rows(est, X, reset):
+def validate_rows(est, X, reset, finite=True):
     """Validated rows of an e-value test: 2-D, numeric, finite.
+
+    ``finite=False`` leaves the finiteness check to the caller, who must run it before
+    the charge (:class:`RowTable` ``.check`` refuses NaN and infinity in the same pass
+    that checks the support; :func:`check_finite` otherwise): it saves a pass over X.
 
     One rule for 1-D input: when the null is univariate (given, with dimension 1), a
     1-D ``X`` is read as one column (n rows); with the default laws (dimension = the
@@ -77,9 +82,16 @@ def validate_rows(est, X, reset):
         X = X.to_frame() if hasattr(X, "to_frame") else np.asarray(X).reshape(-1, 1)
     if hasattr(X, "dtype") and getattr(X.dtype, "kind", "f") in "mMSUV":
         _refuse_dtype(X.dtype)
-    X = validate_data(est, X, reset=reset, dtype="numeric")
+    X = validate_data(est, X, reset=reset, dtype="numeric", ensure_all_finite=finite)
     if X.dtype.kind not in "biuf":
         _refuse_dtype(X.dtype)
+    return X
+
+
+def check_finite(X):
+    """Refuse NaN and infinity with scikit-learn's message (numpy rows)."""
+    if X.dtype.kind == "f":
+        assert_all_finite(X, input_name="X")
     return X
 
 
@@ -142,6 +154,8 @@ class RowTable:
         codes = np.zeros(xs.size, dtype=np.int64)
         codes[self.allowed] = floor_to_grid(terms, noise.fine).astype(np.int64)
         self.codes = codes.astype(object)  # exact products with counts
+        self.values = xs[self.allowed]  # the null's support, in increasing order
+        self.value_codes = [int(c) for c in codes[self.allowed]]
 
     @classmethod
     def maybe(cls, laws, stat, bet, noise):
@@ -150,40 +164,102 @@ class RowTable:
             return None
         return cls(laws, stat, bet, noise)
 
+    #: Tables with at most this many support values count rows by one equality pass per
+    #: value (each about one ``x.sum()`` pass); larger ones map values to indices
+    #: (a cast and a ``bincount``, about 10-25 passes).
+    _EQUALITY_MAX = 8
+
+    def _values_in(self, dtype):
+        """The allowed support values as scalars of ``dtype`` (``None`` where a value is
+        not exactly representable: no row of that dtype can equal it)."""
+        out = []
+        for v in self.values:
+            if dtype.kind == "b":
+                out.append(bool(v) if v in (0, 1) else None)
+            elif dtype.kind in "iu":
+                info = np.iinfo(dtype)
+                out.append(dtype.type(v) if info.min <= v <= info.max else None)
+            else:
+                w = dtype.type(v)
+                out.append(w if float(w) == v else None)
+        return out
+
+    @staticmethod
+    def _column(X):
+        return X[:, 0] if X.ndim == 2 else X
+
+    def _equal_count(self, x, w):
+        return 0 if w is None else int(np.count_nonzero(x == w))
+
+    def check(self, X):
+        """Refuse rows outside the null's support (``ValueError``, the laws' message;
+        NaN or infinity: scikit-learn's message), reading X as cheaply as possible and
+        keeping nothing (this runs before the charge).
+
+        For small supports: the rows equal to each allowed value are counted (one
+        comparison pass per value) and must add up to n; NaN and ±inf equal no value, so
+        this is also the finiteness check.
+        """
+        x = self._column(X)
+        if self.values.size > self._EQUALITY_MAX:
+            self._bincount(x)
+            return
+        inside = sum(self._equal_count(x, w) for w in self._values_in(x.dtype))
+        if inside != x.size:
+            self._refuse(x)
+
+    def _refuse(self, x):
+        if x.dtype.kind == "f":
+            assert_all_finite(x, input_name="X")  # NaN / infinity: scikit-learn's words
+        _DiscreteLaws._outside(None, self._outside_count(x))
+
     def counts(self, X):
-        """Number of rows at each table value; ``ValueError`` for rows outside the
-        null's support (the same message as the laws)."""
-        x = X[:, 0] if X.ndim == 2 else X
+        """Number of rows at each allowed support value (aligned with ``values``).
+
+        Small supports: one comparison pass per value but the last, whose count is n
+        minus the others. The rows were checked by :meth:`check` before the charge; even
+        if they were not, every row is counted at exactly one allowed value, so a row's
+        integer stays within the computed extremes (the sensitivity holds regardless).
+        """
+        x = self._column(X)
+        if self.values.size > self._EQUALITY_MAX:
+            return self._bincount(x)[self.allowed]
+        values = self._values_in(x.dtype)
+        counts = [self._equal_count(x, w) for w in values[:-1]]
+        return counts + [x.size - sum(counts)]
+
+    def _bincount(self, x):
+        """Rows at every table value (``bincount`` of the indices); refuses rows outside
+        the support."""
         size = self.codes.size
         if x.dtype.kind == "b":
             idx = x.view(np.uint8).astype(np.intp) - self.base
             inside = True
         else:
             mn, mx = (x.min(), x.max()) if x.size else (self.base, self.base)
-            inside = mn >= self.base and mx < self.base + size
+            inside = bool(mn >= self.base and mx < self.base + size)
             if x.dtype.kind == "f":
                 inside = inside and bool(np.all(np.floor(x) == x))
             idx = (x - self.base).astype(np.intp) if inside else None
         if not inside:
-            bad = self._outside_count(x)
-            _DiscreteLaws._outside(None, bad)
+            self._refuse(x)
         counts = np.bincount(idx, minlength=size)
-        bad = int(counts[~self.allowed].sum())
-        if bad:
-            _DiscreteLaws._outside(None, bad)
+        if counts[~self.allowed].any():
+            self._refuse(x)
         return counts
 
     def _outside_count(self, x):
         xf = np.asarray(x, dtype=float)
-        ok = (np.floor(xf) == xf) & (xf >= self.base) & (xf < self.base + self.codes.size)
+        with np.errstate(invalid="ignore"):
+            ok = (np.floor(xf) == xf) & (xf >= self.base) & (xf < self.base + self.codes.size)
         idx = (xf[ok] - self.base).astype(np.intp)
         return int((~ok).sum() + (~self.allowed[idx]).sum())
 
     def integer_sum(self, X):
-        """S = Σ_i codes[x_i] (exact Python int)."""
-        counts = self.counts(X)
-        nz = np.flatnonzero(counts)
-        return int(np.dot(counts[nz].astype(object), self.codes[nz]))
+        """S = Σ_i codes[x_i] (exact Python int): Σ_v count(v)·code(v) over the allowed
+        values (exact integer products)."""
+        return sum(int(c) * code for c, code in zip(self.counts(X), self.value_codes,
+                                                      strict=True) if c)
 
 
 def integer_sum(X, laws, stat, bet, noise, table=None):
@@ -198,10 +274,10 @@ def integer_sum(X, laws, stat, bet, noise, table=None):
 def check_block(X, laws, table=None):
     """Refusal checks of one block (finite, inside the null's support): returns 0 or
     raises. Run on the workers for dask input, before the charge."""
+    if table is not None:
+        table.check(X)  # also refuses NaN and infinity
+        return 0
     if not np.all(np.isfinite(X)):
         raise ValueError("Input X contains NaN or infinity.")
-    if table is not None:
-        table.counts(X)
-    else:
-        laws.log_ratio(X)
+    laws.log_ratio(X)
     return 0
