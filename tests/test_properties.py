@@ -485,26 +485,7 @@ def test_invalid_parameters(name, param):
     prop()
 
 
-_ALPHA_TINY_GTM = (
-    "GeneralizedThresholdMechanism with failure_probability={}: OverflowError('cannot "
-    "convert float infinity to integer') from the step plan (nothing charged, but not a "
-    "ValueError naming failure_probability)."
-)
-
-_GTM_TINY_ALPHAS = (
-    _ALPHA_TINY_GTM.format("1e-300") + " And failure_probability=1.47e-297 is refused "
-    "with InvalidParameterError('mechanisms[0]: epsilon_t=0.05 is too large for "
-    "epsilon=1 (the step could need about 1.59e+96 runs); lower epsilon_t/epsilon.'), "
-    "which blames epsilon_t/epsilon and does not name failure_probability, the cause."
-)
-
-
 def _extreme_mark(name, param, value):
-    xfail = pytest.mark.xfail
-    if (param == "alpha" and value in (1e-300, 1e-297)
-            and name == "GeneralizedThresholdMechanism"):
-        return xfail(strict=True, raises=(OverflowError, AssertionError),
-                     reason=_GTM_TINY_ALPHAS)
     return None
 
 
@@ -542,11 +523,7 @@ def test_any_float_epsilon(name):
     prop()
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.xfail(
-        strict=True, raises=(OverflowError, AssertionError), reason=_GTM_TINY_ALPHAS)]
-        if n == "GeneralizedThresholdMechanism" else [])
-    for n in CHEAP])
+@pytest.mark.parametrize("name", CHEAP)
 def test_any_float_alpha(name):
     """Any float level: refused naming it, or released finite and charged once."""
     pname = SPECS[name].alpha_name

@@ -46,6 +46,10 @@ DEFAULT_EPSILON_RATIO = 0.05
 _WORK_MODES = ("poisson", "constant")
 
 
+def _exp_or_inf(x):
+    return math.exp(x) if x < 709 else math.inf
+
+
 def _dyadic_grid():
     pos = [2.0**j for j in range(-10, 21)]
     return [-c for c in reversed(pos)] + [0.0] + pos
@@ -471,8 +475,10 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
             if sp.log_rate_cap > math.log(_MAX_RATE):
                 raise InvalidParameterError(
                     f"mechanisms[{i}]: epsilon_t={eps_t:g} is too large for epsilon="
-                    f"{epsilon:g} (the step could need about "
-                    f"{math.exp(sp.log_rate_cap):.3g} runs); lower epsilon_t/epsilon."
+                    f"{epsilon:g} and failure_probability="
+                    f"{params['failure_probability']:g} (the step could need about "
+                    f"{_exp_or_inf(sp.log_rate_cap):.3g} runs); lower epsilon_t/epsilon or "
+                    "raise failure_probability."
                 )
             if work == "constant":
                 if sp.constant_work > _MAX_CONSTANT_WORK:

@@ -158,9 +158,9 @@ def constant_work_evaluations(log_rate_bound, failure_probability_t):
         return max(int(stats.poisson.ppf(1.0 - failure_probability_t, rate)), 1)
     # Pr[Po(λ) ≥ λ + x] ≤ exp(−x² / (2(λ + x/3))) (Bernstein); solve for that bound = β_t
     rate = math.exp(min(log_rate_bound, 700.0))
-    a = math.log(1.0 / failure_probability_t)
+    a = -math.log(failure_probability_t)  # (1 / β_t overflows for subnormal β_t)
     x = a / 3.0 + math.sqrt((a / 3.0) ** 2 + 2.0 * rate * a)
-    return int(min(math.ceil(rate + x), 2**62))
+    return int(min(rate + x + 1.0, 2.0**62))
 
 
 def gtm_step_parameters(t, epsilon_t, delta_t, p_star_t, *, epsilon, failure_probability,
