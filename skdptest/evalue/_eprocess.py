@@ -20,7 +20,7 @@ from ._evalue import (
     warn_default_laws,
 )
 from ._exact import binary_exact, exact_model
-from ._laws import make_laws
+from ._laws import _DiscreteLaws, _GaussianLaws, make_laws
 from ._merge import plan_release, release, release_noise
 from ._optimal import optimal_statistic, tslr_statistic
 from ._results import EProcessResult
@@ -75,6 +75,30 @@ class _Plan:
         self.fixed_bet = None
         self.schedule = params["schedule"]
         self.rho = params["rho"]
+        # The null's support as a set, for finite discrete laws: the per-row check of
+        # partial_fit is then a set lookup (NaN and ±inf are in no support) instead of
+        # a scipy logpmf call per row.
+        self.support = None
+        if isinstance(self.laws, _DiscreteLaws) and self.laws.exact:
+            xs = self.laws.xs
+            self.support = frozenset(float(v) for v in xs[np.isfinite(null.logpmf(xs))])
+
+    def rows_ok(self, X):
+        """Whether the rows of a small numeric ndarray of the right width are all
+        usable (finite, inside the null's support), without scipy where the laws allow.
+        ``False`` sends them to the full validation, which refuses them with its own
+        message; nothing is kept."""
+        if self.support is not None:
+            return all(v in self.support for v in X.ravel().tolist())
+        if not all(math.isfinite(v) for v in X.ravel().tolist()):
+            return False
+        if isinstance(self.laws, _GaussianLaws):  # every finite row is in the support
+            return True
+        try:
+            self.laws.log_ratio(X)
+        except ValueError:
+            return False
+        return True
 
     def check_first_batch(self, max_samples):
         """Plan the first batch now, so that whatever can refuse it (a rate of 0 for
@@ -344,13 +368,69 @@ class PrivateEProcess(BaseStreamingTest):
         return plan
 
     # ---------------------------------------------------------------- stream
+    #: Chunks of at most this many rows take the fast path of :meth:`partial_fit`.
+    _FAST_ROWS = 256
+
+    def _raw_params(self):
+        """The frozen parameters as set (identity snapshot for the fast path)."""
+        return tuple((name, getattr(self, name)) for name in self._parameter_constraints
+                     if name not in self._unfrozen_params)
+
     def _start_stream(self, prep):
-        X = prep.X
-        return _StreamState(buffer=X[:0], log_q=0.0 if prep.params["beta"] is not None
-                            else None)
+        return _StreamState(width=prep.X.shape[1], raw=self._raw_params(),
+                            log_q=0.0 if prep.params["beta"] is not None else None)
+
+    def _check_frozen(self, stream):
+        super()._check_frozen(stream)
+        # the values compare equal to the frozen ones: later calls may take the fast path
+        stream.state.raw = self._raw_params()
 
     def _check_stream_data(self, stream, X):
         stream.plan.laws.log_ratio(X)
+
+    def partial_fit(self, X, y=None):
+        """Append rows to the stream (the first call starts it and charges ε).
+
+        Small chunks of a numeric ndarray of the stream's width, with every parameter
+        unchanged since the charge, take a fast path: the checks of the full validation
+        (numeric dtype, width, finite, inside the null's support) done by hand, the rows
+        copied into a preallocated batch buffer. The releases are the same; anything
+        else (other input types, a changed parameter, a row to refuse) goes through the
+        full validation and gets its message.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            New rows in arrival order.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        self : object
+        """
+        stream = vars(self).get("_stream")
+        if stream is not None and y is None and self._fast_rows(stream, X):
+            return self
+        return super().partial_fit(X, y)
+
+    def _fast_rows(self, stream, X):
+        """Consume a small plain ndarray chunk without scikit-learn's validation; return
+        ``False`` (nothing consumed) when the full path must decide."""
+        if type(X) is not np.ndarray or X.ndim != 2 or X.dtype.kind not in "biuf":
+            return False
+        st = stream.state
+        if not 0 < X.shape[0] <= self._FAST_ROWS or X.shape[1] != st.width \
+                or "feature_names_in_" in vars(self):  # sklearn warns there: full path
+            return False
+        for name, value in st.raw:
+            if getattr(self, name) is not value:
+                return False
+        if not stream.plan.rows_ok(X):
+            return False
+        if self._consume(stream, X):
+            self.result_ = st.result = self._result(stream)
+        return True
 
     def _next_size(self, stream):
         st, plan = stream.state, stream.plan
@@ -366,19 +446,49 @@ class PrivateEProcess(BaseStreamingTest):
 
     def _advance(self, stream, X):
         st = stream.state
-        if st.decision == "continue" and not self._exhausted(stream):
-            buf = np.concatenate([st.buffer, X]) if len(st.buffer) else X
-            start = 0
-            while st.decision == "continue" and not self._exhausted(stream):
-                size = self._next_size(stream)
-                if len(buf) - start < size:
-                    break
-                log_p, log_q = stream.plan.batch_log_e(buf[start:start + size], stream.rng)
-                start += size
-                self._record(stream, size, log_p, log_q)
-            st.buffer = buf[start:] if st.decision == "continue" else buf[:0]
-        # rows after a decision (or past max_samples) are not used
-        return self._result(stream)
+        if self._consume(stream, X) or st.result is None:
+            st.result = self._result(stream)
+        return st.result
+
+    def _consume(self, stream, X):
+        """Feed rows to the pending batch; release every batch that completes. Returns
+        whether a batch was released. Rows after a decision (or past ``max_samples``)
+        are not used."""
+        st, k, start, released = stream.state, X.shape[0], 0, False
+        while st.decision == "continue" and not self._exhausted(stream):
+            if st.size is None:
+                st.size = self._next_size(stream)
+            size = st.size
+            need = size - st.filled
+            if k - start < need:
+                self._stash(st, X[start:], size)
+                return released
+            if st.filled:  # complete the pending rows in the buffer
+                st.buffer[st.filled:size] = X[start:start + need]
+                batch = st.buffer[:size]
+            else:  # a whole batch inside X: no copy
+                batch = X[start:start + size]
+            start += need
+            log_p, log_q = stream.plan.batch_log_e(batch, stream.rng)
+            st.filled, st.size = 0, None
+            self._record(stream, size, log_p, log_q)
+            released = True
+        st.filled, st.buffer = 0, None  # decided: pending rows are dropped
+        return released
+
+    @staticmethod
+    def _stash(st, rows, size):
+        """Copy rows into the batch buffer (float64: exact for bool, integer and float
+        rows), allocated once per batch size instead of one concatenation per chunk."""
+        m = rows.shape[0]
+        if not m:
+            return
+        if st.buffer is None or st.buffer.shape[0] < size:
+            grown = np.empty((size, st.width))
+            grown[:st.filled] = st.buffer[:st.filled] if st.filled else 0.0
+            st.buffer = grown
+        st.buffer[st.filled:st.filled + m] = rows
+        st.filled += m
 
     @staticmethod
     def _exhausted(stream):
@@ -454,8 +564,13 @@ class _StreamState:
     Lives inside the estimator's ``_stream``, which is never pickled or copied.
     """
 
-    buffer: np.ndarray
+    width: int
+    raw: tuple  # the frozen parameters as set, for the identity check of the fast path
     log_q: float | None
+    buffer: np.ndarray | None = None  # pending rows of the current batch: buffer[:filled]
+    filled: int = 0
+    size: int | None = None  # size of the current batch, once planned
+    result: object = None  # the result of the last release (unchanged until the next)
     sizes: list = field(default_factory=list)
     log_p: float = 0.0
     path_p: list = field(default_factory=list)
