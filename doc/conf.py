@@ -62,7 +62,9 @@ sphinx_gallery_conf = {
     # Only plot_*.py are run and rendered; the other scripts in examples/ (command-line
     # programs with their own tests) are left alone.
     "filename_pattern": r"/plot_",
-    "ignore_pattern": r"^(?!.*/plot_)",
+    # (ignore_pattern is matched against the bare file name, filename_pattern against
+    # the path)
+    "ignore_pattern": r"^(?!plot_)",
     "download_all_examples": False,
     "plot_gallery": "True",
     "remove_config_comments": True,

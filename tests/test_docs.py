@@ -25,7 +25,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "doc").glob("*.md")),
 
 # Blocks that take more than a few seconds, as (page name, a string in the block).
 SLOW_BLOCKS = {
-    ("audit.md", "n_trials=2000"),  # 4000 fits, about 50 s
+    ("audit.md", "n_trials=2000"),  # 4000 fits, about 6 s
+    ("power.md", "n_repeats=200"),  # 1200 dpMMD fits up to n = 500, about 2 min
 }
 
 _FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
