@@ -9,7 +9,6 @@ numpydoc docstrings, and ``examples/plot_*.py`` are run by sphinx-gallery at bui
 Nothing is fetched from the network: intersphinx is not enabled (CI has no network).
 """
 
-import importlib.util
 import os
 import sys
 import warnings
@@ -48,7 +47,8 @@ autodoc_typehints = "none"  # the numpydoc Parameters sections carry the types
 # inherited scikit-learn methods (get_params, set_output, ...), so they are off.
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-# Check that every object referenced in a "See Also" section exists.
+# Types in Parameters sections stay plain text: they are prose ("frozen scipy.stats
+# distribution", "int or None") that cross-referencing would turn into dead links.
 numpydoc_xref_param_type = False
 
 # -- MyST (the existing Markdown pages) --------------------------------------------------
@@ -82,25 +82,3 @@ html_theme = "pydata_sphinx_theme"
 html_title = f"skdptest {version}"
 html_theme_options = {"navigation_with_keys": False}
 html_static_path = []
-
-# -- optional public modules -------------------------------------------------------------
-# ``skdptest.power`` is added by another change; document it when it is importable, so the
-# reference stays complete without a broken automodule before it lands.
-_OPTIONAL_MODULES = ["skdptest.power"]
-
-
-def _append_optional_modules(app, docname, source):
-    if docname != "api":
-        return
-    extra = []
-    for name in _OPTIONAL_MODULES:
-        if importlib.util.find_spec(name) is None:
-            continue
-        title = f"``{name}``"
-        extra.append(f"\n\n{title}\n{'-' * len(title)}\n\n.. automodule:: {name}\n"
-                     "   :members:\n")
-    source[0] += "".join(extra)
-
-
-def setup(app):
-    app.connect("source-read", _append_optional_modules)

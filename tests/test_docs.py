@@ -117,7 +117,8 @@ def _api_names():
 
 
 @pytest.mark.parametrize("module", ["skdptest", "skdptest.threshold",
-                                    "skdptest.baselines", "skdptest.audit"])
+                                    "skdptest.baselines", "skdptest.audit",
+                                    "skdptest.power"])
 def test_api_reference_lists_every_public_name(module):
     listed = _api_names()
     # A name re-exported at the top level is documented once, under skdptest.
