@@ -14,7 +14,6 @@ import importlib
 import re
 from pathlib import Path
 
-import matplotlib
 import pytest
 
 import skdptest
@@ -79,8 +78,9 @@ def test_python_blocks_parser():
 @pytest.mark.parametrize(("page", "line", "src"), _cases())
 def test_python_block_runs(page, line, src, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    # Figures of a block must not open windows or need a display.
-    matplotlib.use("Agg")
+    # Figures of a block must not open windows or need a display. Set through the
+    # environment: matplotlib is not a test dependency, and a block that needs it imports it.
+    monkeypatch.setenv("MPLBACKEND", "Agg")
     name = f"{page.name}:{line}"
     if src.lstrip().startswith(">>>"):
         test = doctest.DocTestParser().get_doctest(src, {}, name, str(page), line)
