@@ -298,29 +298,37 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
     return 8 * n * n_components + max(chunk, feature_block) + 64 * (n_permutations + 1)
 
 
-def feature_hsic_statistics(F, G, n_permutations, rng):
+def feature_hsic_statistics(F, G, n_permutations, rng, *, max_perm_bytes=None):
     """The B + 1 feature ``sqrt(HSIC_b)`` statistics: ``||C_pi||_F``, observed first.
 
     ``C_pi = (1/n) sum_i (phi_i - phi_bar)(psi_{pi(i)} - psi_bar)^T`` is the
     empirical cross-covariance of the feature rows (exactly ``sqrt(HSIC_b)`` of
     the kernels ``k_phi``, ``l_psi``). One ``(2Dx x n) (n x 2Dy)`` product per
-    permutation (the same shapes whatever the chunking: the values do not depend
-    on it); permutations by Fisher-Yates, one row at a time.
+    permutation, with the same shapes and operands whatever the chunking, so a
+    permutation's value does not depend on the others; the permutations are drawn
+    ``chunk`` at a time by Fisher-Yates (``Generator.permuted`` along the rows, the
+    same stream as one row at a time), ``max_perm_bytes`` of int64 indices at once.
     """
+    if max_perm_bytes is None:
+        max_perm_bytes = MAX_MASK_BYTES
     n = F.shape[0]
-    A = F.astype(np.float64)
+    A_t = np.ascontiguousarray(F.astype(np.float64).T)
     Bm = G.astype(np.float64)
     inv_n = 1.0 / n
-    outer = np.outer(A.sum(axis=0) * inv_n, Bm.sum(axis=0) * inv_n)
-    out = np.empty(n_permutations + 1)
-    perm = np.arange(n, dtype=np.int64)
+    outer = np.outer(A_t.sum(axis=1) * inv_n, Bm.sum(axis=0) * inv_n)
+    n_stats = n_permutations + 1
+    out = np.empty(n_stats)
+    per = _chunk_columns(n, 8, max_perm_bytes)
     scale = 2.0 ** (-2 * _QBITS)
-    for b in range(n_permutations + 1):
-        if b:
-            perm[:] = np.arange(n)
-            rng.permuted(perm, out=perm)
-        C = (A.T @ Bm[perm]) * inv_n - outer
-        out[b] = math.sqrt(float(np.einsum("ij,ij->", C, C)))
+    for start in range(0, n_stats, per):
+        rows = min(per, n_stats - start)
+        perms = np.empty((rows, n), dtype=np.int64)
+        perms[:] = np.arange(n)
+        first = 1 if start == 0 else 0
+        rng.permuted(perms[first:], axis=1, out=perms[first:])
+        for k in range(rows):
+            C = (A_t @ Bm[perms[k]]) * inv_n - outer
+            out[start + k] = math.sqrt(float(np.einsum("ij,ij->", C, C)))
     return out * scale
 
 
@@ -341,11 +349,18 @@ def feature_hsic_abs_error(n, n_components_x, n_components_y):
     return 2.0 * (8 * (g + 4 * _U) * r2 + (_gamma(k) + 2 * _U) * 3 * r2)
 
 
-def feature_hsic_memory_bytes(n, n_components_x, n_components_y):
+def feature_hsic_memory_bytes(n, n_components_x, n_components_y, n_permutations,
+                              max_perm_bytes=None):
     """Estimated peak memory, in bytes, of a feature dpHSIC release (X, y not counted).
 
-    float32 features and their float64 copies (``24 n D`` per side), one gathered
-    copy of the y features, the cross-covariance and the permutation.
+    float32 features and their float64 copies (``24 n D`` per side), one block of
+    the feature map (``40 block D``), one gathered copy of the y features, one chunk
+    of permutations (int64), the cross-covariance, the B + 1 statistics and noise.
     """
+    if max_perm_bytes is None:
+        max_perm_bytes = MAX_MASK_BYTES
+    per_chunk = 8 * n * _chunk_columns(n, 8, max_perm_bytes)
     return (24 * n * (n_components_x + n_components_y) + 16 * n * n_components_y
-            + 32 * n_components_x * n_components_y + 16 * n)
+            + 40 * min(n, BLOCK_ROWS) * max(n_components_x, n_components_y)
+            + 32 * n_components_x * n_components_y + per_chunk
+            + 64 * (n_permutations + 1))

@@ -33,6 +33,16 @@ from ._bandwidth import (
     trace_abs_error,
     uses_aggregate,
 )
+from ._features import (
+    FEATURE_RADIUS,
+    MAX_COMPONENTS,
+    check_feature_kernel,
+    draw_frequencies,
+    feature_hsic_abs_error,
+    feature_hsic_memory_bytes,
+    feature_hsic_statistics,
+    feature_map,
+)
 from ._kernels import (
     KERNEL_CONSTRAINT,
     KERNEL_PARAMS_CONSTRAINT,
@@ -660,6 +670,20 @@ class DPHSICTest(BasePrivateTest):
     verbose : {0, 1}, default=0
         1 prints the aggregate's progress (x bandwidths done, elapsed, ETA)
         and one-time hints (``cyclic=True``, ``n_jobs=-1``) to stderr.
+    method : {"exact", "features"}, default="exact"
+        ``"features"``: random Fourier features on both sides (``kernel`` and
+        ``y_kernel`` rbf or laplacian; each ``gamma`` numeric, ``"median"`` or, if
+        absent, ``1 / n_features``), ``n_components`` frequencies per side drawn from
+        the generator (never from the data). The statistic is the Frobenius norm of the
+        feature cross-covariance, ``sqrt(HSIC_b)`` of the feature kernels (positive
+        definite, diameter ``2R``, ``R = 1 + 2^-16``): sensitivity
+        ``8 (n - 1) R^2 / n^2``, certified float64 error
+        (:func:`~skdptest.kernel._features.feature_hsic_abs_error`), O(n D^2 B) time,
+        O(n D) memory. Random permutations only (``cyclic=True`` is refused); the
+        result's ``method`` is ``"dpHSIC features"``.
+    n_components : int, default=64
+        Number D of random frequencies per side (2D features) with
+        ``method="features"``, in [1, 2**14]; ignored otherwise.
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
@@ -791,6 +815,8 @@ class DPHSICTest(BasePrivateTest):
         "max_memory": [Interval(Integral, 1, None)],
         "n_jobs": [NoneValue(), Interval(Integral, None, None)],
         "verbose": [Interval(Integral, 0, 1)],
+        "method": [Options("exact", "features")],
+        "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
         "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
         "random_state": [RandomState()],
     }
@@ -798,8 +824,8 @@ class DPHSICTest(BasePrivateTest):
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None,
                  y_kernel="rbf", y_kernel_params=None, y_kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, cyclic="auto",
-                 max_memory=DEFAULT_MAX_MEMORY, n_jobs=None, verbose=0, budget=None,
-                 random_state=None):
+                 max_memory=DEFAULT_MAX_MEMORY, n_jobs=None, verbose=0, method="exact",
+                 n_components=64, budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -814,6 +840,8 @@ class DPHSICTest(BasePrivateTest):
         self.max_memory = max_memory
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.method = method
+        self.n_components = n_components
         self.budget = budget
         self.random_state = random_state
 
@@ -824,6 +852,10 @@ class DPHSICTest(BasePrivateTest):
         if params["n_jobs"] == 0:
             raise InvalidParameterError("n_jobs must be None, a positive int or a negative "
                                         "int (joblib's convention), got 0.")
+        if params["method"] == "features" and params["cyclic"] is True:
+            raise InvalidParameterError(
+                "cyclic=True is not available with method='features' (random "
+                "permutations of the feature rows); use cyclic='auto' or False.")
         return params
 
     def _validate_input(self, X, y, reset):
@@ -838,6 +870,8 @@ class DPHSICTest(BasePrivateTest):
         n = X.shape[0]
         if n < 2:
             raise ValueError(f"DPHSICTest needs at least 2 samples; got {n} sample.")
+        if params["method"] == "features":
+            return self._features_plan(params, X, y)
         kx = resolve_kernel(params["kernel"], params["kernel_params"], params["kernel_bound"],
                             X)
         ky = resolve_kernel(params["y_kernel"], params["y_kernel_params"],
@@ -895,8 +929,62 @@ class DPHSICTest(BasePrivateTest):
             grids=(tuple(grids[0]), tuple(grids[1])) if aggregate else None,
         )
 
+    def _features_plan(self, params, X, y):
+        # Random Fourier features on both sides (see _features): each feature kernel is
+        # positive definite with k(x, x) <= R^2, feature diameter 2R, so the sqrt-HSIC
+        # sensitivity 2 (n - 1) (2R)^2 / n^2 = 8 (n - 1) R^2 / n^2 holds for all B + 1
+        # statistics (the Notes' argument, for the feature kernels).
+        n = X.shape[0]
+        gamma_x = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
+        gamma_y = check_feature_kernel(params["y_kernel"], params["y_kernel_params"],
+                                       y.shape[1])
+        D, B = params["n_components"], params["n_permutations"]
+        memory = feature_hsic_memory_bytes(n, D, D, B)
+        check_memory(memory, params["max_memory"],
+                     f"DPHSICTest(method='features', n_components={D}) with n = {n} pairs")
+        median = (uses_private_median(params["kernel"], params["kernel_params"]),
+                  uses_private_median(params["y_kernel"], params["y_kernel_params"]))
+        noise_epsilon = params["epsilon"]
+        for used in median:
+            if used:
+                noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
+        sensitivity = hsic_sensitivity(n, 2.0 * FEATURE_RADIUS, 2.0 * FEATURE_RADIUS)
+        abs_error = feature_hsic_abs_error(n, D, D)
+        return _HSICPlan(
+            kernels=(None, None), median=median, squared=False, sensitivity=sensitivity,
+            abs_error=abs_error, noise_epsilon=noise_epsilon,
+            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
+            memory_bytes=memory,
+            features=((params["kernel"], gamma_x), (params["y_kernel"], gamma_y), D),
+        )
+
+    def _features_release(self, prep, rng):
+        # order of the draws: private bandwidths (x then y, if asked), frequencies (x then
+        # y, never from the data), permutations, noise
+        params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
+        (name_x, gamma_x), (name_y, gamma_y), D = plan.features
+        released = [None, None]
+        if plan.median[0]:
+            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
+            gamma_x = released[0] = float(private_median_gamma(X, name_x, eps_bw, rng))
+        if plan.median[1]:
+            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
+            gamma_y = released[1] = float(private_median_gamma(y, name_y, eps_bw, rng))
+        omega_x = draw_frequencies(name_x, gamma_x, X.shape[1], D, rng)
+        omega_y = draw_frequencies(name_y, gamma_y, y.shape[1], D, rng)
+        stats = feature_hsic_statistics(feature_map(X, omega_x), feature_map(y, omega_y),
+                                        params["n_permutations"], rng)
+        return make_permutation_result(
+            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
+            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
+            noise_epsilon=plan.noise_epsilon, method="dpHSIC features", statistic="sqrt",
+            gamma=released[0], y_gamma=released[1],
+        )
+
     def _release(self, prep, rng):
         params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
+        if plan.features is not None:
+            return self._features_release(prep, rng)
         kernels = list(plan.kernels)
         gammas = [None, None]
         specs = [(params["kernel"], X), (params["y_kernel"], y)]
@@ -970,3 +1058,6 @@ class _HSICPlan:
     memory_bytes: int
     cyclic: bool = False
     grids: tuple | None = None
+    # ((kernel, gamma or None), (y_kernel, gamma or None), n_components) with
+    # method="features", else None
+    features: tuple | None = None

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
-from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
+from skdptest import BudgetExceededError, DPHSICTest, DPMMDTest, PrivacyBudget
 from skdptest._params import InvalidParameterError
 from skdptest._validation import check_generator
 from skdptest.kernel import _features as feat
@@ -215,16 +215,16 @@ def test_mmd_sensitivity_brute_force_random(sizes):
     assert worst > delta / 4  # the search does reach the scale of the bound
 
 
-def test_hsic_sensitivity_brute_force():
-    # feature HSIC is sqrt(HSIC_b) of the feature kernels (diameter 2R each):
-    # Delta = 2 (n - 1) (2R)^2 / n^2 = 8 (n - 1) R^2 / n^2.
-    n = 6
-    delta = hsic_sensitivity(n, 2 * R, 2 * R)
-    assert delta == pytest.approx(8 * (n - 1) / n**2, rel=1e-4)
+def _hsic_worst_change(n, trials=300):
+    """Largest change of any of the 6 feature sqrt(HSIC_b) values over random neighbours.
+
+    D = 1 and angles on the quarter-turn grid; the replaced pair moves both features by
+    pi (a sign flip), the configuration that attains the bound.
+    """
     rng = np.random.default_rng(14)
     omega_x, omega_y = np.array([[1.0]]), np.array([[1.0]])
     worst = 0.0
-    for _ in range(300):
+    for _ in range(trials):
         X = rng.choice([0.0, math.pi / 2, math.pi, 3 * math.pi / 2], size=(n, 1))
         Y = rng.choice([0.0, math.pi / 2, math.pi, 3 * math.pi / 2], size=(n, 1))
         F, G = feat.feature_map(X, omega_x), feat.feature_map(Y, omega_y)
@@ -235,6 +235,16 @@ def test_hsic_sensitivity_brute_force():
         F2, G2 = feat.feature_map(X2, omega_x), feat.feature_map(Y2, omega_y)
         moved = feat.feature_hsic_statistics(F2, G2, 5, np.random.default_rng(1))
         worst = max(worst, np.max(np.abs(moved - base)))
+    return worst
+
+
+def test_hsic_sensitivity_brute_force():
+    # feature HSIC is sqrt(HSIC_b) of the feature kernels (diameter 2R each):
+    # Delta = 2 (n - 1) (2R)^2 / n^2 = 8 (n - 1) R^2 / n^2.
+    n = 6
+    delta = hsic_sensitivity(n, 2 * R, 2 * R)
+    assert delta == pytest.approx(8 * (n - 1) / n**2, rel=1e-4)
+    worst = _hsic_worst_change(n)
     assert worst <= delta + 2 * feat.feature_hsic_abs_error(n, 1, 1)
     assert worst > delta / 2  # a halved sensitivity fails this check
 
@@ -307,6 +317,91 @@ def test_memory_estimate_at_a_million_rows_is_under_2gib():
     assert feat.feature_mmd_memory_bytes(10**6, 10, 128, 2, 2000) > m
 
 
+# -- dpHSIC with features ----------------------------------------------------------------
+
+def paired(n=120, dep=0.0, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, dep * X[:, 0] + rng.normal(size=n)
+
+
+def test_hsic_statistics_do_not_depend_on_the_chunk_size():
+    rng = np.random.default_rng(15)
+    X, Y = rng.normal(size=(70, 3)), rng.normal(size=(70, 2))
+    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 3, 8, rng))
+    G = feat.feature_map(Y, feat.draw_frequencies("laplacian", 0.7, 2, 5, rng))
+    ref = feat.feature_hsic_statistics(F, G, 30, np.random.default_rng(16))
+    for max_bytes in (1, 8 * 70 * 3, 8 * 70 * 7 + 5):  # 1, 3 and 7 permutations per chunk
+        s = feat.feature_hsic_statistics(F, G, 30, np.random.default_rng(16),
+                                         max_perm_bytes=max_bytes)
+        assert np.array_equal(s, ref)
+
+
+def test_hsic_estimator_plan_and_release():
+    X, y = paired(dep=1.5)
+    est = DPHSICTest(method="features", n_components=16, kernel_params={"gamma": 0.3},
+                     y_kernel_params={"gamma": 0.5}, epsilon=5.0, n_permutations=99,
+                     random_state=0)
+    res = est.fit(X, y).result_
+    n = 120
+    assert res.method == "dpHSIC features" and res.statistic == "sqrt"
+    # the sensitivity that the brute-force search above attains within a factor 2
+    assert res.sensitivity == hsic_sensitivity(n, 2 * R, 2 * R)
+    assert res.sensitivity >= 8 * (n - 1) / n**2
+    assert res.abs_error == feat.feature_hsic_abs_error(n, 16, 16)
+    assert res.reject
+    assert est.set_params(random_state=0).fit(X, y).result_ == res
+
+
+def test_hsic_estimator_release_equals_replay_at_huge_epsilon():
+    # the estimator privatises exactly these statistics (frequencies x then y from the
+    # generator, then the permutations): at a huge epsilon the p-value is their rank
+    X, y = paired(n=50, dep=0.3, seed=4)
+    est = DPHSICTest(method="features", n_components=8, kernel_params={"gamma": 0.5},
+                     y_kernel="laplacian", epsilon=1e9, n_permutations=49, random_state=6)
+    res = est.fit(X, y).result_
+    g = check_generator(6)
+    ox = feat.draw_frequencies("rbf", 0.5, 3, 8, g)
+    oy = feat.draw_frequencies("laplacian", 1.0, 1, 8, g)  # gamma = 1 / n_targets
+    s = feat.feature_hsic_statistics(feat.feature_map(X, ox),
+                                     feat.feature_map(y[:, None], oy), 49, g)
+    assert res.pvalue == (1 + np.sum(s[1:] >= s[0])) / 50
+
+
+def test_hsic_halved_noise_mutant_is_caught():
+    # Laplace noise of scale 2 c / epsilon hides a change of c of every statistic; the
+    # estimator's scale must cover the change attained by brute force (n = 6, D = 1),
+    # which exceeds half the bound: a release with halved noise fails this check.
+    n, epsilon = 6, 1.0
+    X, y = paired(n=n, seed=1)
+    res = DPHSICTest(method="features", n_components=1, epsilon=epsilon, n_permutations=9,
+                     random_state=0).fit(X, y).result_
+    worst = _hsic_worst_change(n)
+    assert res.noise_scale >= 2 * worst / epsilon
+    assert not res.noise_scale / 2 >= 2 * worst / epsilon
+    assert res.noise.sensitivity >= res.sensitivity + 2 * res.abs_error
+
+
+def test_hsic_features_refusals_before_the_charge():
+    X, y = paired(n=20)
+    budget = PrivacyBudget(10.0)
+    cases = [
+        (dict(kernel="chi2"), "method='features' needs kernel"),
+        (dict(y_kernel="chi2"), "method='features' needs kernel"),
+        (dict(y_kernel_params={"gamma": "aggregate"}), "numeric kernel_params"),
+        (dict(cyclic=True), "cyclic=True is not available with method='features'"),
+        (dict(n_components=2**15), "n_components"),
+        (dict(max_memory=1000), "max_memory"),
+    ]
+    for params, match in cases:
+        est = DPHSICTest(**{"method": "features", "budget": budget, "random_state": 0,
+                            **params})
+        with pytest.raises(InvalidParameterError, match=match):
+            est.fit(np.abs(X), np.abs(y))
+        assert not hasattr(est, "result_")
+    assert budget.spent == (0.0, 0.0)
+
+
 # -- validity (slow) -------------------------------------------------------------------------
 
 REPS, ALPHA = 400, 0.05
@@ -322,5 +417,18 @@ def test_features_type_one_error(d):
     rejections = 0
     for rep in range(REPS):
         X = rng.standard_t(3, size=(100, d))
+        rejections += est.set_params(random_state=rep).decision(X, y)
+    assert rejections <= LIMIT, (rejections, LIMIT)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [1, 10, 100])
+def test_hsic_features_type_one_error(d):
+    rng = np.random.default_rng(100 + d)
+    est = DPHSICTest(method="features", n_components=16, epsilon=1.0, n_permutations=99)
+    rejections = 0
+    for rep in range(REPS):
+        X = rng.standard_t(3, size=(80, d))
+        y = rng.standard_t(3, size=(80, 2))
         rejections += est.set_params(random_state=rep).decision(X, y)
     assert rejections <= LIMIT, (rejections, LIMIT)
