@@ -82,10 +82,29 @@ def validate_rows(est, X, reset, finite=True):
         X = X.to_frame() if hasattr(X, "to_frame") else np.asarray(X).reshape(-1, 1)
     if hasattr(X, "dtype") and getattr(X.dtype, "kind", "f") in "mMSUV":
         _refuse_dtype(X.dtype)
+    if _plain(est, X, reset):
+        return check_finite(X) if finite else X
     X = validate_data(est, X, reset=reset, dtype="numeric", ensure_all_finite=finite)
     if X.dtype.kind not in "biuf":
         _refuse_dtype(X.dtype)
     return X
+
+
+def _plain(est, X, reset):
+    """A plain numeric 2-D ndarray that ``validate_data`` would return unchanged: do its
+    bookkeeping by hand (``n_features_in_``, no feature names) and skip its overhead
+    (dataframe detection, signature inspection: about 0.4 ms a call). Anything else, or
+    a case where scikit-learn would warn or refuse, returns ``False``."""
+    if type(X) is not np.ndarray or X.ndim != 2 or X.dtype.kind not in "biuf" \
+            or X.shape[0] < 1 or X.shape[1] < 1:
+        return False
+    names = "feature_names_in_" in vars(est)
+    if reset:
+        est.n_features_in_ = int(X.shape[1])
+        if names:  # fitted on a dataframe before: scikit-learn drops the old names
+            del est.feature_names_in_
+        return True
+    return not names and getattr(est, "n_features_in_", None) == X.shape[1]
 
 
 def check_finite(X):
