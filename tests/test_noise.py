@@ -74,6 +74,18 @@ def test_draws_follow_the_exact_law_and_the_half_rate_mutant_is_rejected(rate, s
     assert _g_test_pvalue(mutant, rate) < P_FLOOR
 
 
+@pytest.mark.parametrize("rate, seed", [(0.01 - 0.01 % UNIT, 11), (1.0, 12), (2.75, 13)])
+def test_small_requests_follow_the_exact_law_and_the_mutant_is_rejected(rate, seed):
+    # requests of at most 16 draws take the scalar path: same law, checked on its own
+    rng = np.random.default_rng(seed)
+    draws = np.concatenate([discrete_laplace(rng, rate, size=8) for _ in range(2500)])
+    singles = np.array([discrete_laplace(rng, rate) for _ in range(20_000)])
+    assert _g_test_pvalue(draws, rate) > P_FLOOR and _g_test_pvalue(singles, rate) > P_FLOOR
+    half = quantise_rate(rate / 2)
+    mutant = np.array([discrete_laplace(rng, half) for _ in range(20_000)])
+    assert _g_test_pvalue(mutant, rate) < P_FLOOR
+
+
 def test_large_rate_is_almost_surely_zero_and_a_smaller_rate_is_not():
     rng = np.random.default_rng(6)
     n = 1_000_000
@@ -203,9 +215,14 @@ class _RiggedGenerator:
     def integers(self, low, high=None, size=None, dtype=np.int64):
         draws = self._rng.integers(low, high, size=size, dtype=dtype)
         # only the Bernoulli(1/K) draws of the exp(-1) trials have bounds K <= 3
+        # (arrays on the vector path, Python ints on the scalar path)
         if self.left > 0 and isinstance(high, np.ndarray) and np.all(high <= 3):
             self.left -= int(np.any(high == 3))
             draws = np.where(high == 2, 0, np.where(high == 3, 1, draws))
+        elif self.left > 0 and isinstance(high, int) and high in (2, 3) and low == 0 \
+                and size is None:
+            self.left -= int(high == 3)
+            draws = 0 if high == 2 else 1
         return draws
 
 
@@ -214,8 +231,10 @@ def test_support_is_unbounded_no_tail_cap():
     # Forcing 200 successive Bernoulli(exp(-1)) successes (probability e^-200, a legitimate
     # outcome) must produce |K| >= 200 / rate: the construction has no cap.
     rate = UNIT
-    draw = discrete_laplace(_RiggedGenerator(0, 200), rate)
+    draw = discrete_laplace(_RiggedGenerator(0, 200), rate)  # the scalar path
     assert abs(draw) >= 200 / rate > 37 / rate
+    draws = discrete_laplace(_RiggedGenerator(0, 200), rate, size=64)  # the vector path
+    assert np.max(np.abs(draws)) >= 200 / rate
     # and honestly drawn tails match P(|K| >= m) = 2 p^m / (1 + p) at m = 8 / rate
     rng = np.random.default_rng(8)
     rate = quantise_rate(1e-3)
