@@ -59,8 +59,12 @@ FEATURE_RADIUS = 1.0 + 2.0**-16
 _RADIUS2_INT = 2**46 + 2**31 + 2**14
 # Rows per block of the feature map and of the masked sums.
 BLOCK_ROWS = 4096
-# Bytes of relabelling masks (bool, columns x N) held at once.
-MAX_MASK_BYTES = 64 * 2**20
+# Bytes of relabelling masks (bool, columns x N) held at once: large chunks give the
+# block products many rows (at N = 10^6, 256 MiB = 268 relabellings per product, about
+# twice the BLAS throughput of 67).
+MAX_MASK_BYTES = 256 * 2**20
+# Bytes of 16-bit relabelling keys drawn at once (a few mask rows at a time).
+MAX_KEY_BYTES = 32 * 2**20
 # Most rows whose integer sums stay exact in float64 (N 2^23 <= 2^53).
 MAX_EXACT_ROWS = 2**30
 
@@ -172,10 +176,15 @@ def subset_masks(n, m, n_rows, rng, fix_rng):
     group acts transitively: it is the uniform law, exactly.
     """
     words = -(-n // 4)
-    keys = rng.integers(0, 2**64, size=(n_rows, words), dtype=np.uint64, endpoint=False)
-    keys = keys.view(np.uint16)[:, :n]
-    t = min(2**16 - 1, max(1, round(2**16 * m / n)))
-    masks = keys < np.uint16(t)
+    t = np.uint16(min(2**16 - 1, max(1, round(2**16 * m / n))))
+    masks = np.empty((n_rows, n), dtype=bool)
+    # the keys a few rows at a time (8 bytes per word): the same stream as all at once,
+    # since each row takes exactly `words` 64-bit draws, in row order
+    step = max(1, MAX_KEY_BYTES // (8 * words))
+    for r0 in range(0, n_rows, step):
+        r1 = min(n_rows, r0 + step)
+        keys = rng.integers(0, 2**64, size=(r1 - r0, words), dtype=np.uint64, endpoint=False)
+        np.less(keys.view(np.uint16)[:, :n], t, out=masks[r0:r1])
     counts = np.count_nonzero(masks, axis=1)
     for r in range(n_rows):  # in row order: fix_rng is consumed independently of chunks
         excess = int(counts[r]) - m
@@ -188,11 +197,19 @@ def subset_masks(n, m, n_rows, rng, fix_rng):
 
 
 def _masked_sums(F, masks, block_rows):
-    """``masks @ F`` in float64, exact (integer features, integer partial sums)."""
+    """``masks @ F`` in float64, exact (integer features, integer partial sums).
+
+    Every product is 0 or an integer of magnitude at most 2^23 and every partial sum
+    an integer below 2^53, so BLAS's order of summation (blocking, threads, FMA) does
+    not change any bit of the result.
+    """
     out = np.zeros((masks.shape[0], F.shape[1]))
+    block = np.empty((masks.shape[0], min(block_rows, F.shape[0])))
     for r0 in range(0, F.shape[0], block_rows):
-        r1 = r0 + block_rows
-        out += masks[:, r0:r1].astype(np.float64) @ F[r0:r1].astype(np.float64)
+        r1 = min(r0 + block_rows, F.shape[0])
+        mb = block[:, :r1 - r0]
+        mb[...] = masks[:, r0:r1]  # bool -> float64 into a reused buffer
+        out += mb @ F[r0:r1].astype(np.float64)
     return out
 
 
@@ -285,15 +302,18 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
     """Estimated peak memory, in bytes, of a feature dpMMD release (X not counted).
 
     The float32 features (``8 N D``), one block of the feature map (angles and
-    float64/int64 temporaries, ``~40 block D``), one chunk of masks and relabelling
-    keys (bool and uint16 per entry, 3 bytes), the block products, and the B + 1
-    statistics with their noise.
+    float64/int64 temporaries, ``~40 block D``), one chunk of masks (two groups: bool,
+    1 byte per entry, plus at most ``MAX_KEY_BYTES`` of keys; more groups: int8
+    labels and bool masks, 3 bytes), the block products, and the B + 1 statistics
+    with their noise.
     """
     if max_mask_bytes is None:
         max_mask_bytes = MAX_MASK_BYTES
     n_masks = 1 if n_groups == 2 else n_groups - 1
     per = min(_chunk_columns(n, n_masks, max_mask_bytes), n_permutations + 1)
-    chunk = 3 * n * n_masks * per + 8 * min(n, block_rows) * (n_masks * per + 4 * n_components)
+    per_entry = n * n_masks * per
+    masks = per_entry + min(MAX_KEY_BYTES, 2 * per_entry) if n_groups == 2 else 3 * per_entry
+    chunk = masks + 8 * min(n, block_rows) * (n_masks * per + 4 * n_components)
     feature_block = 40 * min(n, block_rows) * n_components
     return 8 * n * n_components + max(chunk, feature_block) + 64 * (n_permutations + 1)
 

@@ -82,6 +82,15 @@ def test_subset_masks_are_uniform():
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
+def test_subset_masks_do_not_depend_on_the_key_chunks(monkeypatch):
+    # the keys are drawn a few rows at a time (MAX_KEY_BYTES): the same masks as one draw
+    ref = feat.subset_masks(103, 40, 9, np.random.default_rng(3), np.random.default_rng(4))
+    monkeypatch.setattr(feat, "MAX_KEY_BYTES", 8)  # one row per draw
+    one = feat.subset_masks(103, 40, 9, np.random.default_rng(3), np.random.default_rng(4))
+    assert np.array_equal(one, ref)
+    assert np.all(one.sum(axis=1) == 40)
+
+
 def test_subset_masks_fix_the_count_both_ways():
     # m/n far from the key threshold's resolution: corrections add and remove positions
     for m in (1, 7, 13):
