@@ -5,8 +5,10 @@
   anything else.
 - :class:`RowTable`: for finite discrete laws, the per-row integer floor of the
   float-safe release of every support value, computed once in the public plan; a
-  batch's integer sum is then a ``bincount`` and a dot product (one pass over the data)
-  instead of four scipy ``logpmf`` calls per row.
+  batch's integer sum is then Σ_v count(v)·code(v), the counts by one equality pass per
+  support value (a ``bincount`` for supports of more than 8 values), instead of four
+  scipy ``logpmf`` calls per row; the support check before the charge is the same
+  equality counts adding up to n (doc/evalues.md, 'Cost per row').
 - :func:`integer_sum`: S = Σ_i floor(t_i / h) of a block of rows (exact Python int);
   summed over dask chunks on the workers, only these integers come back.
 """
