@@ -163,7 +163,7 @@ def _shrink_rows(k_int):
     return k_int
 
 
-def subset_masks(n, m, n_rows, rng, fix_rng):
+def subset_masks(n, m, n_rows, rng, fix_rng, out=None):
     """``n_rows`` uniformly random ``m``-subsets of ``range(n)`` as boolean masks.
 
     Each row: ``ceil(n / 4)`` uint64 words from ``rng`` (a fixed amount per row, so
@@ -177,7 +177,8 @@ def subset_masks(n, m, n_rows, rng, fix_rng):
     """
     words = -(-n // 4)
     t = np.uint16(min(2**16 - 1, max(1, round(2**16 * m / n))))
-    masks = np.empty((n_rows, n), dtype=bool)
+    # written into ``out`` (a bool array of shape (n_rows, n)) when given: no second copy
+    masks = np.empty((n_rows, n), dtype=bool) if out is None else out
     # the keys a few rows at a time (8 bytes per word): the same stream as all at once,
     # since each row takes exactly `words` 64-bit draws, in row order
     step = max(1, MAX_KEY_BYTES // (8 * words))
@@ -254,7 +255,7 @@ def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None
             first = 1 if start == 0 else 0
             if first:
                 masks[0] = codes == small
-            masks[first:] = subset_masks(n, p, rows - first, rng, fix_rng)
+            subset_masks(n, p, rows - first, rng, fix_rng, out=masks[first:])
             u_s = _masked_sums(F, masks, block_rows)
             s = u_s * inv_p - (total - u_s) * inv_q  # total - u_s: exact integers
             out[start:start + rows] = np.sqrt(np.einsum("ij,ij->i", s, s))
