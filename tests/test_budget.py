@@ -389,7 +389,10 @@ def test_unpickling_checks_the_totals(key, value, error, match):
 # -- concurrency ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("total", "step"), [(100.0, 1.0), (1.0, 0.01)], ids=["1x100", "0.01x100"])
+@pytest.mark.parametrize(("total", "step"), [
+    pytest.param(100.0, 1.0, id="1x100"),
+    pytest.param(1.0, 0.01, id="0.01x100", marks=pytest.mark.slow),
+])
 def test_processes_racing_never_overspend(total, step):
     budget = PrivacyBudget(epsilon=total)
     ctx = multiprocessing.get_context("spawn")

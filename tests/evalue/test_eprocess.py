@@ -184,7 +184,7 @@ def test_neighbouring_streams_change_one_batch_within_epsilon(statistic):
         assert diff[batch] / b <= eps + 1e-9
 
 
-@pytest.mark.parametrize("beta", [None, 0.05])
+@pytest.mark.parametrize("beta", [pytest.param(None, marks=pytest.mark.slow), 0.05])
 def test_gaussian_stream_with_planned_clips_changes_one_batch_within_epsilon(beta):
     """Merged Gaussian batches plan a narrower unmerged clip where it pays (bet 1): an
     extreme replacement moves that batch's release by b·ε_stat up to one grid step and

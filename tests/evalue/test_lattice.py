@@ -76,6 +76,7 @@ def test_validity_gaussian_with_independent_law_of_the_sum(n):
     assert total == pytest.approx(1.0, abs=1e-8)
 
 
+@pytest.mark.slow  # > 3 s: default suite budget (doc/contributing.md)
 def test_monte_carlo_validity_gaussian():
     null, alt = stats.norm(0, 1), stats.norm(0.4, 1)
     rng = np.random.default_rng(0)
@@ -127,6 +128,7 @@ def test_noise_draws_follow_the_geometric_law_and_halved_noise_is_caught(monkeyp
     assert chi2_2 > stats.chi2.ppf(1 - 1e-4, values.size - 1)
 
 
+@pytest.mark.slow  # > 3 s: default suite budget (doc/contributing.md)
 def test_exact_beats_the_merged_statistic_in_expectation():
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     n = 400
@@ -176,6 +178,7 @@ def test_fft_law_of_the_sum_far_in_the_tails():
     assert np.all(bound[~trusted] >= exact[~trusted])
 
 
+@pytest.mark.slow  # > 3 s: default suite budget (doc/contributing.md)
 def test_validity_gaussian_on_the_fft_path():
     """n = 150 with 32 cells: a lattice of 4801 points, on the FFT path."""
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
@@ -188,6 +191,7 @@ def test_validity_gaussian_on_the_fft_path():
     assert total == pytest.approx(1.0, abs=1e-6)
 
 
+@pytest.mark.slow  # > 3 s: default suite budget (doc/contributing.md)
 def test_eprocess_exact_on_gaussian_stream_is_valid_and_private():
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     budget = PrivacyBudget(201.0)
@@ -213,6 +217,7 @@ def test_tilted_law_of_the_sum_is_accurate_far_in_the_tails():
     assert not np.isfinite(bound).any()
 
 
+@pytest.mark.slow  # > 3 s: default suite budget (doc/contributing.md)
 def test_exact_keeps_its_power_at_large_n():
     """Large n: the null density of a typical release under Q is ~e^-2800, far below the
     float range relative to its mode; tilting keeps the likelihood ratio exact there."""
@@ -250,7 +255,7 @@ def test_validity_gaussian_on_the_fft_path_at_n_600():
     assert total == pytest.approx(1.0, abs=1e-6)
 
 
-@pytest.mark.parametrize("n", [4, 150])
+@pytest.mark.parametrize("n", [4, pytest.param(150, marks=pytest.mark.slow)])
 def test_reciprocal_is_valid_against_q_with_its_own_guard(n):
     """Two-sided use: the e-value against Q inflates Q's density (not P's), on the
     direct (n = 4) and FFT (n = 150) paths."""
