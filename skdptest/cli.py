@@ -156,14 +156,9 @@ def demo():
           f"each release epsilon={eps:g} (replace-one neighbours)\n")
 
     # 1. Did variant B convert at the baseline rate (H0) or at the hoped rate (H1)?
-    result = skdptest.PrivateEValueTest(
-        stats.bernoulli(params["baseline_rate"]),
-        stats.bernoulli(params["hoped_rate"]),
-        epsilon=eps,
-        alpha=0.05,
-        budget=budget,
-        random_state=0,
-    ).test(converted_b)
+    h0, h1 = stats.bernoulli(params["baseline_rate"]), stats.bernoulli(params["hoped_rate"])
+    common = dict(epsilon=eps, alpha=0.05, budget=budget, random_state=0)
+    result = skdptest.PrivateEValueTest(h0, h1, **common).test(converted_b)
     print(f"PrivateEValueTest: H0 rate {params['baseline_rate']:.2f} "
           f"vs H1 rate {params['hoped_rate']:.2f}")
     print(f"  e-value = {result.e_value:.4g} (log e-value {result.log_e_value:.3f} nats); "
@@ -172,15 +167,7 @@ def demo():
 
     # 2. The same question asked as the users arrive, 20 a day; the stream stops at the
     # first decision (two-sided: reject H0, or reject H1 and so accept H0).
-    proc = skdptest.PrivateEProcess(
-        stats.bernoulli(params["baseline_rate"]),
-        stats.bernoulli(params["hoped_rate"]),
-        epsilon=eps,
-        alpha=0.05,
-        beta=0.05,
-        budget=budget,
-        random_state=0,
-    )
+    proc = skdptest.PrivateEProcess(h0, h1, beta=0.05, **common)
     days = 0
     for start in range(0, len(converted_b), 20):
         days += 1
@@ -320,21 +307,22 @@ def _law_type(text):
 # -- argument types ---------------------------------------------------------------------
 
 
-def _positive_float(text):
+def _convert(text, kind, what):
     try:
-        value = float(text)
+        return kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def _positive_float(text):
+    value = _convert(text, float, "a number")
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number > 0")
     return value
 
 
 def _unit_float(text, closed_left=False):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    value = _convert(text, float, "a number")
     low_ok = value >= 0 if closed_left else value > 0
     if not (low_ok and value < 1):
         interval = "[0, 1)" if closed_left else "(0, 1)"
@@ -346,24 +334,19 @@ def _delta_float(text):
     return _unit_float(text, closed_left=True)
 
 
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 1")
+def _int_at_least(text, low):
+    value = _convert(text, int, "an integer")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= {low}")
     return value
+
+
+def _positive_int(text):
+    return _int_at_least(text, 1)
 
 
 def _seed(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer >= 0")
-    return value
+    return _int_at_least(text, 0)
 
 
 # -- the parser -------------------------------------------------------------------------
