@@ -60,6 +60,16 @@ LEDGER_APPLICATION_ID = 0x534B4450
 # ``PRAGMA user_version``: the layout of the tables below. Bump on any change.
 _SCHEMA_VERSION = 1
 
+# What _read_state checks first, in order: (pragma, expected value, message if not).
+_PRAGMA_CHECKS = (
+    ("application_id", LEDGER_APPLICATION_ID,
+     "is an SQLite database but not a skdptest privacy ledger (application_id="
+     "{value:#x}, a ledger has {expected:#x})."),
+    ("user_version", _SCHEMA_VERSION,
+     "is a privacy ledger of schema version {value}; this skdptest reads "
+     "version {expected}."),
+)
+
 # Relative slack in the comparison ``spent + asked <= total``: sums of decimal
 # fractions such as 100 x 0.01 are not exact in binary floating point.
 _REL_TOL = 1e-9
@@ -573,20 +583,10 @@ class PrivacyBudget:
     def _read_state(self, con, path=None, check_handle=True):
         """Read and verify the marker and the ``totals`` row (inside a transaction)."""
         path = self._path if path is None else path
-        app_id = con.execute("PRAGMA application_id").fetchone()[0]
-        if app_id != LEDGER_APPLICATION_ID:
-            raise self._error(
-                f"is an SQLite database but not a skdptest privacy ledger (application_id="
-                f"{app_id:#x}, a ledger has {LEDGER_APPLICATION_ID:#x}).",
-                path,
-            )
-        version = con.execute("PRAGMA user_version").fetchone()[0]
-        if version != _SCHEMA_VERSION:
-            raise self._error(
-                f"is a privacy ledger of schema version {version}; this skdptest reads "
-                f"version {_SCHEMA_VERSION}.",
-                path,
-            )
+        for pragma, expected, message in _PRAGMA_CHECKS:
+            value = con.execute(f"PRAGMA {pragma}").fetchone()[0]
+            if value != expected:
+                raise self._error(message.format(value=value, expected=expected), path)
         rows = con.execute(
             "SELECT ledger_id, epsilon, delta, spent_epsilon, spent_delta, n_entries, head, "
             "digest FROM totals"
