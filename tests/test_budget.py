@@ -232,18 +232,22 @@ def test_path_that_is_not_a_ledger_is_a_clear_error(tmp_path):
     assert path.read_text() == "not a database\n" * 100
 
 
+def _python_stdout(code):
+    """Run ``code`` in a fresh interpreter (which then exits); its stripped stdout."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+    return out.stdout.strip()
+
+
 def test_temporary_ledger_is_removed_when_its_process_exits():
-    code = (
+    path = _python_stdout(
         "from skdptest import PrivacyBudget\n"
         "b = PrivacyBudget(1.0)\n"
         "b.spend(0.5)\n"
         "import os; assert os.path.exists(b.path)\n"
         "print(b.path)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
-    )
-    path = out.stdout.strip()
     assert path.endswith(".sqlite")
     assert not os.path.exists(path)
 
@@ -304,12 +308,18 @@ def test_pickle_round_trip_charges_the_same_ledger():
     assert budget.ledger[-1].label == "ToyMeanTest.fit"
 
 
-def test_unpickled_handle_of_a_vanished_ledger_refuses_to_spend(tmp_path):
-    path = tmp_path / "ledger.sqlite"
+def _pickled_then_removed(path, spent):
+    """A ledger handle at ``path`` that spent ``spent``, its pickle; then the file removed."""
     budget = PrivacyBudget(epsilon=1.0, path=path)
-    budget.spend(0.5)
+    budget.spend(spent)
     data = pickle.dumps(budget)
     os.remove(path)
+    return budget, data
+
+
+def test_unpickled_handle_of_a_vanished_ledger_refuses_to_spend(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    _, data = _pickled_then_removed(path, 0.5)
     with pytest.warns(RuntimeWarning, match=r"no longer exists; this unpickled .* will refuse"):
         loaded = pickle.loads(data)
     assert not path.exists()  # unpickling created nothing
@@ -325,17 +335,13 @@ def test_unpickled_handle_of_a_vanished_ledger_refuses_to_spend(tmp_path):
 def test_unpickling_after_the_temporary_ledger_was_removed_refuses_to_spend():
     # The real case: a worker holds a pickle of a budget whose creating process exited
     # (and removed its temporary ledger). It used to recreate a full budget silently.
-    code = (
+    data = base64.b64decode(_python_stdout(
         "import base64, pickle\n"
         "from skdptest import PrivacyBudget\n"
         "b = PrivacyBudget(1.0)\n"
         "b.spend(0.9, label='spent before exit')\n"
         "print(base64.b64encode(pickle.dumps(b)).decode())\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
-    )
-    data = base64.b64decode(out.stdout.strip())
+    ))
     with pytest.warns(RuntimeWarning, match=r"will refuse to spend"):
         loaded = pickle.loads(data)
     assert not os.path.exists(loaded.path)
@@ -348,10 +354,7 @@ def test_handle_refuses_a_ledger_recreated_at_its_path(tmp_path):
     # Deleting a ledger and creating a new one with the same totals at the same path
     # must not hand the old handles (or their pickles) a full budget again.
     path = tmp_path / "ledger.sqlite"
-    old = PrivacyBudget(epsilon=1.0, path=path)
-    old.spend(0.9)
-    data = pickle.dumps(old)
-    os.remove(path)
+    old, data = _pickled_then_removed(path, 0.9)
     fresh = PrivacyBudget(epsilon=1.0, path=path)
     for handle in (old, pickle.loads(data)):
         with pytest.raises(LedgerError, match=r"is not the ledger this handle was opened on"):
