@@ -137,11 +137,18 @@ def test_ksample_statistics_match_brute_force_and_chunking():
     assert np.array_equal(s, t)
 
 
+def _feature_pair(seed, n, d_x, d_y, n_x, n_y, kernel_y, bandwidth_y):
+    """Features F (rbf, bandwidth 0.5; ``n_x`` components) of ``n`` normal rows X in
+    ``d_x`` dimensions, and G of ``n`` normal rows Y, all drawn from one seed."""
+    rng = np.random.default_rng(seed)
+    X, Y = rng.normal(size=(n, d_x)), rng.normal(size=(n, d_y))
+    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, d_x, n_x, rng))
+    G = feat.feature_map(Y, feat.draw_frequencies(kernel_y, bandwidth_y, d_y, n_y, rng))
+    return F, G
+
+
 def test_hsic_statistics_match_brute_force():
-    rng = np.random.default_rng(8)
-    X, Y = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
-    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 2, 6, rng))
-    G = feat.feature_map(Y, feat.draw_frequencies("rbf", 1.0, 1, 5, rng))
+    F, G = _feature_pair(8, 40, 2, 1, 6, 5, "rbf", 1.0)
     s = feat.feature_hsic_statistics(F, G, 6, np.random.default_rng(9))
     Ff, Gf = F.astype(np.float64) * Q, G.astype(np.float64) * Q
     g = np.random.default_rng(9)
@@ -335,10 +342,7 @@ def paired(n=120, dep=0.0, d=3, seed=0):
 
 
 def test_hsic_statistics_do_not_depend_on_the_chunk_size():
-    rng = np.random.default_rng(15)
-    X, Y = rng.normal(size=(70, 3)), rng.normal(size=(70, 2))
-    F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 3, 8, rng))
-    G = feat.feature_map(Y, feat.draw_frequencies("laplacian", 0.7, 2, 5, rng))
+    F, G = _feature_pair(15, 70, 3, 2, 8, 5, "laplacian", 0.7)
     ref = feat.feature_hsic_statistics(F, G, 30, np.random.default_rng(16))
     for max_bytes in (1, 8 * 70 * 3, 8 * 70 * 7 + 5):  # 1, 3 and 7 permutations per chunk
         s = feat.feature_hsic_statistics(F, G, 30, np.random.default_rng(16),
