@@ -567,28 +567,16 @@ def test_any_integer_random_state(name):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("param", ["epsilon", "alpha"])
 @pytest.mark.parametrize("name", ["PrivateEValueTest", "PrivateEProcess"])
-def test_any_float_epsilon_evalue(name):
-    """The float-line search over ε for the e-value tests (a plan per value: slow)."""
+def test_any_float_evalue(name, param):
+    """The float-line searches over ε and α for the e-value tests (a plan per value: slow)."""
 
     @SLOW
-    @given(eps=st.floats(allow_nan=True, allow_infinity=True))
-    def prop(eps):
-        check_fit(name, _normal(N_ROWS, 1, 0), None, r"\bepsilon\b", score=False,
-                  epsilon=eps)
-
-    prop()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["PrivateEValueTest", "PrivateEProcess"])
-def test_any_float_alpha_evalue(name):
-    """The float-line search over α for the e-value tests."""
-
-    @SLOW
-    @given(alpha=st.floats(allow_nan=True, allow_infinity=True))
-    def prop(alpha):
-        check_fit(name, _normal(N_ROWS, 1, 0), None, r"\balpha\b", score=False, alpha=alpha)
+    @given(value=st.floats(allow_nan=True, allow_infinity=True))
+    def prop(value):
+        check_fit(name, _normal(N_ROWS, 1, 0), None, rf"\b{param}\b", score=False,
+                  **{param: value})
 
     prop()
 
