@@ -1,7 +1,9 @@
 """DPHSICTest: statistic, backends, sensitivity, API and privacy contract."""
 
 import math
+import sys
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,16 +22,13 @@ from skdptest.kernel._hsic import (
     permutation_traces,
 )
 from skdptest.kernel._kernels import resolve_kernel
-from tests.kernel.test_mmd import noise_audit
 
+# pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
+# put the folder there and import the shared helpers by name (as tests/_toy.py).
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+from _kernel_helpers import _fixed, noise_audit  # noqa: E402
 
-def _fixed(cls, **kwargs):
-    """The single-bandwidth test (scikit-learn's gamma = 1 / n_features), the default
-    before the bandwidth aggregate; these tests pin its exact values."""
-    for name in ("kernel", "y_kernel") if cls.__name__ == "DPHSICTest" else ("kernel",):
-        if kwargs.get(name, "rbf") in ("rbf", "laplacian"):
-            kwargs.setdefault(f"{name}_params", {"gamma": None})
-    return cls(**kwargs)
 
 def laplace_scale(sensitivity, epsilon, delta):
     return 2 * sensitivity / (epsilon - math.log1p(-delta))

@@ -1,7 +1,9 @@
 """DPMMDTest: statistic, golden value, paths, sensitivity, API and privacy contract."""
 
 import math
+import sys
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -20,17 +22,14 @@ from skdptest.kernel._mmd import (
     mmd_sensitivity,
 )
 
+# pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
+# put the folder there and import the shared helpers by name (as tests/_toy.py).
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+from _kernel_helpers import _fixed, noise_audit  # noqa: E402
+
 GOLDEN_MMD_V = 0.37176159397016506
 
-
-
-def _fixed(cls, **kwargs):
-    """The single-bandwidth test (scikit-learn's gamma = 1 / n_features), the default
-    before the bandwidth aggregate; these tests pin its exact values."""
-    for name in ("kernel", "y_kernel") if cls.__name__ == "DPHSICTest" else ("kernel",):
-        if kwargs.get(name, "rbf") in ("rbf", "laplacian"):
-            kwargs.setdefault(f"{name}_params", {"gamma": None})
-    return cls(**kwargs)
 
 def golden_data():
     rng = np.random.default_rng(0)
@@ -232,33 +231,6 @@ def test_ksample_sensitivity_attained_by_point_masses():
 def test_sensitivity_scales_with_the_kernel_bound():
     assert mmd_sensitivity([10, 20], math.sqrt(2 * 4.0)) == pytest.approx(
         2 * mmd_sensitivity([10, 20], math.sqrt(2)))
-
-
-def laplace_difference_tail(t, b):
-    """P(N1 - N0 >= t) for independent Laplace(b) noises (t >= 0)."""
-    t = np.abs(t)
-    return 0.5 * (1 + t / (2 * b)) * np.exp(-t / b)
-
-
-def noise_audit(fit_pvalue, replay_stats, scale, seeds):
-    """z-scores of the count of p = 1 (B = 1) against the law at ``scale`` and ``scale/2``.
-
-    With one permutation, p = 1 exactly when T~_1 >= T~_0, i.e. when
-    N_1 - N_0 >= T_0 - T_1; the statistics of each seed are replayed from its
-    generator, so the expected count is a sum of known probabilities.
-    """
-    hits, gaps = 0, []
-    for seed in seeds:
-        t = replay_stats(seed)
-        assert t[0] > t[1]  # the formula below is for t >= 0
-        hits += fit_pvalue(seed) == 1.0
-        gaps.append(t[0] - t[1])
-
-    def z_score(b):
-        probs = laplace_difference_tail(np.array(gaps), b)
-        return (hits - probs.sum()) / math.sqrt(np.sum(probs * (1 - probs)))
-
-    return z_score(scale), z_score(scale / 2)
 
 
 @pytest.mark.slow

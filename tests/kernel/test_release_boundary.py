@@ -2,9 +2,11 @@
 callable kernels (any-kernel sensitivity), float safety, and the two-sample form."""
 
 import math
+import sys
 import warnings
 from dataclasses import fields
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,14 +19,12 @@ from skdptest import DPHSICTest, DPMMDTest, PermutationTestResult, PrivacyBudget
 from skdptest.kernel._kernels import resolve_kernel, stable_rbf
 from skdptest.kernel._results import make_permutation_result
 
+# pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
+# put the folder there and import the shared helpers by name (as tests/_toy.py).
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+from _kernel_helpers import _fixed  # noqa: E402
 
-def _fixed(cls, **kwargs):
-    """The single-bandwidth test (scikit-learn's gamma = 1 / n_features), the default
-    before the bandwidth aggregate; these tests pin its exact values."""
-    for name in ("kernel", "y_kernel") if cls.__name__ == "DPHSICTest" else ("kernel",):
-        if kwargs.get(name, "rbf") in ("rbf", "laplacian"):
-            kwargs.setdefault(f"{name}_params", {"gamma": None})
-    return cls(**kwargs)
 
 def two_samples(seed=0, m=30, n=40, shift=0.0):
     rng = np.random.default_rng(seed)
