@@ -74,18 +74,16 @@ _THREADS_MIN_WORK = 5e7
 # (below it, loading the cached kernel, or compiling it once, costs more than
 # it saves).
 _NUMBA_MIN_WORK = 1e9
-# Safety factor of the certified float32 error bound (see _float32_error_bound);
+# Safety factor of the certified float32 error bound (see _blocked_error_bound);
 # tests inflate it to force refinements.
 _F32_BOUND_SAFETY = 2.0
-# Kernel values at or above this magnitude keep the float64 path (float32
-# overflows at 3.4e38; the bound assumes no overflow).
-_F32_MAX_ABS = 2.0**100
 
 # Optional accelerator, imported on first need (importing numba costs about
 # 0.4 s and 50 MB); plain numpy is the default-installable path.
 _NOT_LOADED = object()
 _numba = _NOT_LOADED
 _numba_kernel = None
+_numba_block_kernel = None
 _PRECISIONS = ("auto", "float32", "float64")
 
 
@@ -184,23 +182,27 @@ def hsic_abs_error(n_samples, kappa_x, kappa_y, diameter_x, diameter_y, *, cycli
     return math.sqrt(err_t) / n + 2 * _U64 * float(diameter_x) * float(diameter_y)
 
 
-def hsic_memory_bytes(n_samples, n_permutations, *, cyclic=False, float32=False,
-                      block=256):
+def hsic_memory_bytes(n_samples, n_permutations, *, cyclic=False, block=256,
+                      block_rows=None):
     """Estimated peak memory, in bytes, of the dpHSIC statistics.
 
-    A public function of n and B: the centred ``Kc`` and ``L`` (float64) plus one
-    kernel-evaluation temporary of the same size (``24 n^2``); the float32
-    copies of the certified path (``8 n^2``); the B + 1 permutations (int32,
-    ``4 n (B + 1)``) or, for the cyclic path, the gathered diagonals and their
-    spectra (``block`` diagonals at a time); the B + 1 statistics and noise.
+    A public function of n and B. Permutation path (blocked, see ``_hsic_statistics``):
+    the float32 copy of L (``4 n^2``; during a refinement, once it is freed, the float64
+    L rows of one sweep, at most ``max(4 n^2, 64 MiB)``), the B + 1 permutations (int32,
+    ``4 n (B + 1)``), the temporaries of one block of ``block_rows`` rows of K~ (kernel
+    evaluation, centring, weights, products, gathers, numpy threads: ``160 block_rows n``),
+    the exact summation's chunk (64 MiB) and the B + 1 statistics and noise. Cyclic path:
+    the centred ``Kc`` and ``L`` (float64) plus one kernel-evaluation temporary of the
+    same size (``24 n^2``) and the gathered diagonals and their spectra (``block``
+    diagonals at a time).
     """
     n = int(n_samples)
-    out = 24 * n * n
     if cyclic:
-        return out + block * n * 48 + 64 * n
-    if float32:
-        out += 8 * n * n
-    return out + 4 * n * (n_permutations + 1) + 64 * (n_permutations + 1)
+        return 24 * n * n + block * n * 48 + 64 * n
+    rows = _BLOCK_ROWS if block_rows is None else block_rows
+    rows = max(1, -(-int(rows) // _ROW_TILE)) * _ROW_TILE
+    return (max(4 * n * n, _REFINE_MIN_BYTES) + 4 * n * (n_permutations + 1)
+            + 160 * min(rows, n) * n + 64 * 2**20 + 64 * (n_permutations + 1))
 
 
 def _double_centre(K):
@@ -335,72 +337,14 @@ def permutation_traces(Kc, L, perms, backend="auto"):
         return np.concatenate(list(parts))
 
 
-def _resolve_precision(precision, backend):
+def _resolve_precision(precision):
     if precision == "auto":
         precision = os.environ.get("SKDPTEST_HSIC_PRECISION", "auto")
     if precision not in _PRECISIONS:
         raise ValueError(
             f"precision must be 'auto', 'float32' or 'float64', got {precision!r}."
         )
-    if precision == "auto":
-        return "float32" if backend == "numba" else "float64"
-    if precision == "float32" and backend != "numba":
-        # numpy's einsum would sum float32 products in float32: not covered
-        # by the error bound.
-        raise ValueError("precision='float32' needs the numba backend.")
-    return precision
-
-
-def _float32_error_bound(Kc, L):
-    """Certified bound on the error of every float32-streamed trace.
-
-    With ``T_p = sum_ij Kc_ij L[p_i, p_j]`` (exact arithmetic on the float64
-    matrices), ``T^_p`` its value computed from the float32 copies of ``Kc``
-    and ``L`` with float64 products and sums, and ``fl(T_p)`` its value
-    computed by the float64 path, the returned ``eta`` satisfies, for every
-    permutation ``p``,
-
-        |T^_p - T_p| <= eta  and  |T^_p - fl(T_p)| <= eta.
-
-    (The kernel reads one triangle, ``T_p = sum_i [2 sum_{j<i} Kc_ij
-    L[p_i, p_j] + Kc_ii L[p_i, p_i]]``, which is the full sum for symmetric
-    matrices; as stored, ``Kc`` is symmetric up to rounding, so the absolute
-    terms of that sum exceed ``S`` below by at most a relative 1e-15, inside
-    the safety factor.)
-
-    Derivation (u = 2^-24, u64 = 2^-53, gamma_k = k u64 / (1 - k u64),
-    S = max|L| sum_ij |Kc_ij| >= sum_ij |Kc_ij L[p_i, p_j]| for every p):
-
-    - rounding to float32 gives ``a' = a + alpha``, ``|alpha| <= u|a| + t``
-      (t = 2^-149 covers float32 subnormals), likewise for ``c' = c + beta``,
-      so ``|a'c' - ac| <= (2u + u^2)|ac| + t (1 + u)(|a| + |c|) + t^2``; summed:
-      at most ``(2u + u^2) S + n^2 t (max|Kc| + max|L| + 1)``;
-    - the product ``a'c'`` of two float32 values is exact in float64;
-    - in the kernel each product passes through at most 2n + 1 float64
-      roundings (the product itself for the float64 path, up to n - 1
-      additions in a row sum, in any order, the diagonal term, n additions
-      across rows), so either summation is within ``gamma_{2n+4}`` times the
-      sum of the absolute terms, ``<= (1 + u)^2 S``, of its exact value;
-      underflow in float64 adds at most 2^-1075 per operation, far below the
-      t term.
-
-    Hence ``|T^ - T| <= (2u + u^2) S + gamma (1 + u)^2 S + n^2 t (...)`` and
-    ``|T^ - fl(T)|`` at most that plus ``gamma S``. The result is multiplied
-    by ``_F32_BOUND_SAFETY`` (2), which also covers the rounding of ``S``
-    itself (relative error below gamma_{n^2}) and of this formula.
-    """
-    n = Kc.shape[0]
-    u, u64, tiny = 2.0**-24, 2.0**-53, 2.0**-149
-    k = 2 * n + 4
-    gamma = k * u64 / (1.0 - k * u64)
-    abs_k = np.abs(Kc)
-    k_max, k_sum = float(abs_k.max()), float(abs_k.sum())
-    del abs_k
-    l_max = max(float(L.max()), -float(L.min()))
-    s = l_max * k_sum
-    eta = ((2 * u + u * u) * s + 2 * gamma * (1 + u) ** 2 * s
-           + n * n * tiny * (k_max + l_max + 1.0))
-    return _F32_BOUND_SAFETY * eta, max(k_max, l_max)
+    return "float32" if precision == "auto" else precision
 
 
 def _stat(traces, n, squared=False):
@@ -410,77 +354,364 @@ def _stat(traces, n, squared=False):
     return np.sqrt(np.maximum(traces, 0.0)) / n
 
 
-def _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend="auto",
-                     precision="auto", squared=False):
-    """The B + 1 ``sqrt(HSIC_b)`` statistics, possibly certified approximations.
+# -- the blocked exact path ------------------------------------------------------------------
+#
+# Canonical values. Every Gram value is computed by the same call whatever the block size:
+# rows in tiles of _ROW_TILE at the fixed positions 0, T, 2T, ... (``kernel(data[t0:t1],
+# data)``, its diagonal from ``kernel(data[t0:t1])`` so that e.g. a WhiteKernel keeps its
+# noise). Both matrices are read by their lower triangles, mirrored: K_s[i, j] = K[max(i, j),
+# min(i, j)] (row max(i, j) as evaluated), likewise L_s; K~ = H K_s H is formed row by row from
+# the column means of K_s (accumulated tile by tile, in tile order) and mirrored the same way.
+# The float64 statistic of a permutation p is the EXACTLY ROUNDED sum (_ExactSum) of the
+# rounded products fl(w K~_ij L_s[p_i, p_j]) over j <= i (w = 2 below the diagonal, 1 on it):
+# order free, hence the same whatever the blocks, the chunks of the refinement or the backend.
+# The B permuted statistics are first computed from a float32 copy of L_s (the only n x n
+# array held), with a certified enclosure of that float64 value (_blocked_error_bound); the
+# core refines the few comparisons the enclosure leaves undecided.
 
-    Returns ``(statistics, bounds, refine)`` for :func:`make_result`. On the
-    float64 path the statistics are exact and ``bounds``, ``refine`` are None.
-    On the float32 path (numba backend; ``precision`` "auto", or the
-    environment variable ``SKDPTEST_HSIC_PRECISION``, selects it) the
-    observed statistic is exact (float64 kernel), the B permuted ones come
-    from float32 copies of the matrices, ``bounds = (lower, upper)`` encloses
-    the value the float64 kernel would return for each, and
-    ``refine(idx)`` computes those values exactly (same float64 kernel, same
-    result as in a full float64 run: a permutation's sum does not depend on
-    the other permutations of the call).
+# Rows per kernel evaluation (fixed positions: the canonical values above).
+_ROW_TILE = 64
+# Rows of K~ streamed at once (rounded up to a multiple of _ROW_TILE); the release does not
+# depend on it (tests vary it).
+_BLOCK_ROWS = 64
+# Elements per chunk of the exact summation (its temporaries: about 48 bytes each).
+_SUM_CHUNK = 2**20
+# Floor, in bytes, of the float64 L rows held by one sweep of the refinement (otherwise the
+# size of the float32 copy of L, freed by then: two sweeps).
+_REFINE_MIN_BYTES = 64 * 2**20
+
+
+class _ExactSum:
+    """The exactly rounded sum of many float64 values, independent of their order.
+
+    Each finite value is ``M 2**(e - 53)`` with an integer ``|M| < 2**53`` (``frexp``);
+    M is cut into three 18-bit pieces whose sums are accumulated per exponent by
+    ``bincount`` (float64 sums of integers below ``2**18 2**30``: exact), moved into a
+    Python integer every ``2**30`` values; the final division is correctly rounded. A
+    non-finite value makes the sum NaN (the caller refuses non-finite statistics).
+    """
+
+    _OFFSET = 1100  # frexp exponents of finite doubles lie in [-1073, 1024]
+    _NBINS = 2200
+
+    def __init__(self):
+        self._bins = np.zeros((3, self._NBINS))
+        self._count = 0
+        self._total = 0
+        self._finite = True
+
+    def add(self, values):
+        v = np.asarray(values, dtype=np.float64).ravel()
+        for start in range(0, v.size, _SUM_CHUNK):
+            c = v[start:start + _SUM_CHUNK]
+            if not np.all(np.isfinite(c)):
+                self._finite = False
+                return
+            m, e = np.frexp(c)
+            M = (m * 2.0**53).astype(np.int64)  # exact: m has at most 53 bits
+            idx = e + self._OFFSET
+            for k in range(3):
+                part = M >> (18 * k)
+                if k < 2:
+                    part = part & ((1 << 18) - 1)
+                self._bins[k] += np.bincount(idx, weights=part, minlength=self._NBINS)
+            self._count += c.size
+            if self._count >= 2**30:
+                self._flush()
+
+    def _flush(self):
+        for k in range(3):
+            for b in np.flatnonzero(self._bins[k]):
+                self._total += int(self._bins[k, b]) << int(18 * k + b)
+        self._bins[:] = 0.0
+        self._count = 0
+
+    def value(self):
+        if not self._finite:
+            return math.nan
+        self._flush()
+        # units of 2**(-OFFSET - 53); int / int is correctly rounded
+        return self._total / (1 << (self._OFFSET + 53))
+
+
+def _gram_tile(kernel, data, t0, t1):
+    """Rows ``t0 .. t1 - 1`` of the Gram matrix, as the canonical evaluation."""
+    rows = np.array(kernel(data[t0:t1], data), dtype=np.float64)
+    diag = np.diagonal(kernel(data[t0:t1]))
+    rows[np.arange(t1 - t0), np.arange(t0, t1)] = diag
+    return rows
+
+
+def _gram_rows(kernel, data, start, stop):
+    """Canonical rows ``start .. stop - 1`` (``start`` a multiple of ``_ROW_TILE``)."""
+    n = len(data)
+    return np.vstack([_gram_tile(kernel, data, t0, min(t0 + _ROW_TILE, n))
+                      for t0 in range(start, stop, _ROW_TILE)])
+
+
+def _lower_weights(start, stop, n):
+    """``w[r, j]``: 2 for ``j < start + r``, 1 on the diagonal, 0 above it."""
+    i = np.arange(start, stop)[:, None]
+    j = np.arange(n)[None, :]
+    return np.where(j < i, 2.0, np.where(j == i, 1.0, 0.0))
+
+
+def _column_means(kernel, data):
+    """Column means of ``K_s`` (the mirrored lower triangle) and their mean."""
+    n = len(data)
+    colsum = np.zeros(n)
+    for t0 in range(0, n, _ROW_TILE):
+        t1 = min(t0 + _ROW_TILE, n)
+        low = _gram_tile(kernel, data, t0, t1) * (_lower_weights(t0, t1, n) > 0)
+        diag = low[np.arange(t1 - t0), np.arange(t0, t1)]
+        colsum += low.sum(axis=0)  # column j gets K[i, j], i >= j
+        colsum[t0:t1] += low.sum(axis=1) - diag  # column i gets K[i, j], j < i
+    m = colsum / n
+    return m, float(m.mean())
+
+
+def _centred_rows(kernel, data, m, g, start, stop):
+    """Canonical rows of ``K~ = H K_s H`` (entries j <= i; the rest is not used)."""
+    K = _gram_rows(kernel, data, start, stop)
+    K -= m  # the same three operations as _double_centre
+    K -= m[start:stop, None]
+    K += g
+    return K
+
+
+def _l_scale(kappa_y):
+    """A power of two ``2**k`` with ``|L| / 2**k <= 2**64`` (no float32 overflow)."""
+    e = math.frexp(max(float(kappa_y), 1.0))[1]
+    return 2.0 ** max(0, e - 64)
+
+
+def _blocked_error_bound(n, k_abs_sum, l_max, scale):
+    """Certified ``eta``: every float32-streamed trace is within eta of the canonical one.
+
+    ``T^`` (computed from ``L32 = fl32(L_s / scale)``, products and sums in float64, times
+    ``scale``) against ``T_c``, the canonical exactly rounded float64 trace. With
+    ``S = l_max sum_ij |K~_ij| >= sum_ij |K~_ij L_s[p_i, p_j]|`` for every p, u = 2^-24,
+    t = 2^-149 (float32 subnormal spacing, scaled back by ``scale``), u64 = 2^-53 and
+    ``gamma_k = k u64 / (1 - k u64)``:
+
+    - rounding L to float32: ``|a c' - a c| <= u |a c| + t |a|``, summed:
+      ``u S + t sum|K~|``;
+    - each product passes through at most 2n + 1 float64 roundings (the product, the
+      row sum over j < i in any order, the diagonal term, the sum over rows): within
+      ``gamma_{2n+1} ((1 + u) S + t sum|K~|)`` of the exact sum of ``w a c'``;
+    - ``T_c``: the rounded products (u64 each) and one final rounding: ``2.01 u64 S``;
+    - float64 underflow: at most ``2^-1074`` per operation, ``n^2 (2n + 3)`` operations.
+
+    The sum is multiplied by ``_F32_BOUND_SAFETY`` (2), which also covers the rounding of
+    ``S`` (relative error below ``gamma_{n^2}``) and of this formula.
+    """
+    u, u64, t = 2.0**-24, 2.0**-53, 2.0**-149 * scale
+    k = 2 * n + 1
+    gamma = k * u64 / (1.0 - k * u64)
+    s = l_max * k_abs_sum
+    eta = (u * s + t * k_abs_sum + gamma * ((1 + u) * s + t * k_abs_sum)
+           + 2.01 * u64 * s + 2.0 * n * n * (2 * n + 3) * 2.0**-1074)
+    return _F32_BOUND_SAFETY * eta
+
+
+def _get_block_kernel():  # pragma: no cover - needs numba
+    global _numba_block_kernel
+    if _numba_block_kernel is None:
+        njit, prange = _numba.njit, _numba.prange
+
+        @njit(parallel=True, fastmath=True, cache=True)
+        def block_traces(Kt, L32, perms, start, acc):
+            # acc[b] += sum over the block's rows i of 2 sum_{j<i} K~_ij L32[p_i, p_j]
+            # + K~_ii L32[p_i, p_i]. Groups of 8 permutations share each row of K~; the row
+            # of L32 is streamed into a cache-resident buffer before its gather (rows
+            # below n/16 gather so few entries that they read L32 directly). Any summation
+            # order is covered by the error bound (fastmath may reassociate).
+            n_perm, n = perms.shape
+            n_groups = (n_perm + 7) // 8
+            direct = n // 16
+            for grp in prange(n_groups):
+                b0 = 8 * grp
+                b1 = min(b0 + 8, n_perm)
+                buf = np.empty(n, dtype=np.float32)
+                for r in range(Kt.shape[0]):
+                    i = start + r
+                    Ki = Kt[r]
+                    for b in range(b0, b1):
+                        p = perms[b]
+                        row = L32[p[i]]
+                        s = 0.0
+                        if i < direct:
+                            for j in range(i):
+                                s += Ki[j] * np.float64(row[p[j]])
+                        else:
+                            for j in range(n):
+                                buf[j] = row[j]
+                            for j in range(i):
+                                s += Ki[j] * np.float64(buf[p[j]])
+                        acc[b] += 2.0 * s + Ki[i] * np.float64(row[p[i]])
+
+        _numba_block_kernel = block_traces
+    return _numba_block_kernel
+
+
+def _block_traces_numpy(Kw, L32, perms, start, stop):
+    """``sum_ij Kw_ij L32[p_(start+i), p_j]`` for each permutation (float64 products)."""
+    out = np.empty(perms.shape[0])
+    for b, p in enumerate(perms):
+        p = p.astype(np.intp)
+        G = L32.take(p[start:stop], axis=0).take(p, axis=1)
+        out[b] = np.einsum("ij,ij->", Kw, G)  # G is cast to float64
+    return out
+
+
+def _build_l32(kernel_y, Y, scale):
+    """The float32 copy of ``L_s / scale`` (exactly symmetric) and ``max |L_s|``."""
+    n = len(Y)
+    L32 = np.empty((n, n), dtype=np.float32)
+    l_max = 0.0
+    for t0 in range(0, n, _ROW_TILE):
+        t1 = min(t0 + _ROW_TILE, n)
+        rows = _gram_tile(kernel_y, Y, t0, t1)
+        low = rows * (_lower_weights(t0, t1, n) > 0)
+        l_max = max(l_max, float(np.max(np.abs(low))))
+        L32[t0:t1] = rows / scale  # scale: a power of two (exact)
+    for t0 in range(0, n, _ROW_TILE):  # mirror the lower triangle
+        t1 = min(t0 + _ROW_TILE, n)
+        D = L32[t0:t1, t0:t1]
+        L32[t0:t1, t0:t1] = np.tril(D) + np.tril(D, -1).T
+        L32[t0:t1, t1:] = L32[t1:, t0:t1].T
+    return L32, l_max
+
+
+def _float32_pass(X, Y, perms, kernel_x, kernel_y, m, g, backend, block_rows):
+    """Observed canonical trace and the float32-streamed permuted traces, one pass."""
+    n = len(X)
+    scale = _l_scale(kernel_y.kappa)
+    L32, l_max = _build_l32(kernel_y, Y, scale)
+    observed = _ExactSum()
+    k_abs_sum = 0.0
+    acc = np.zeros(perms.shape[0] - 1)
+    rest = np.ascontiguousarray(perms[1:], dtype=np.int32)
+    n_threads = 1
+    if backend == "numpy" and float(n) * n * rest.shape[0] >= _THREADS_MIN_WORK:
+        n_threads = min(os.cpu_count() or 1, 8)
+    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
+    try:
+        for s in range(0, n, block_rows):
+            e = min(s + block_rows, n)
+            Kt = _centred_rows(kernel_x, X, m, g, s, e)
+            W = _lower_weights(s, e, n)
+            Kw = Kt * W  # exact (w in {0, 1, 2})
+            k_abs_sum += float(np.abs(Kw).sum())
+            Lrows = _gram_rows(kernel_y, Y, s, e)
+            observed.add((Kw * Lrows)[W > 0])
+            del Lrows
+            if backend == "numba":  # pragma: no cover - needs numba
+                _get_block_kernel()(np.ascontiguousarray(Kt), L32, rest, s, acc)
+            elif pool is None:
+                acc += _block_traces_numpy(Kw, L32, rest, s, e)
+            else:
+                parts = pool.map(lambda c, Kw=Kw, s=s, e=e:
+                                 _block_traces_numpy(Kw, L32, c, s, e),
+                                 np.array_split(rest, n_threads))
+                acc += np.concatenate(list(parts))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    eta = _blocked_error_bound(n, k_abs_sum, l_max, scale)
+    return observed.value(), acc * scale, eta
+
+
+def _exact_traces(X, Y, perms, idx, kernel_x, kernel_y, m, g, block_rows):
+    """The canonical float64 traces of the permutations ``perms[idx]``.
+
+    Sweeps over chunks of canonical L rows held in float64 (at most about the size of the
+    float32 copy, which is freed by then); in each, the K~ rows are streamed and every
+    product ``w K~_ij L_s[p_i, p_j]`` whose row ``max(p_i, p_j)`` lies in the chunk is added
+    to the permutation's exact sum (order free: the chunks and blocks do not matter).
     """
     n = len(X)
-    perms = draw_permutations(n, n_permutations, rng)
-    Kc = np.ascontiguousarray(_double_centre(kernel_x(X)))
-    L = np.ascontiguousarray(kernel_y(Y))
-    work = float(n) * n * perms.shape[0]
-    backend = _resolve_backend(backend, work)
-    precision = _resolve_precision(precision, backend)
-    if precision == "float32":
-        certified = _certified_statistics(Kc, L, perms, squared)
-        if certified is not None:
-            return certified
-    return _stat(permutation_traces(Kc, L, perms, backend=backend), n, squared), None, None
+    tile_bytes = 8 * n * _ROW_TILE
+    chunk = max(1, max(4 * n * n, _REFINE_MIN_BYTES) // tile_bytes) * _ROW_TILE
+    sums = [_ExactSum() for _ in idx]
+    sel = [np.asarray(perms[b], dtype=np.intp) for b in idx]
+    for c0 in range(0, n, chunk):
+        c1 = min(c0 + chunk, n)
+        Lc = _gram_rows(kernel_y, Y, c0, c1)
+        for s in range(0, n, block_rows):
+            e = min(s + block_rows, n)
+            W = _lower_weights(s, e, n)
+            Kw = _centred_rows(kernel_x, X, m, g, s, e) * W
+            live = W > 0
+            for acc, p in zip(sums, sel, strict=True):
+                a = p[s:e, None]
+                hi = np.maximum(a, p[None, :])
+                take = live & (hi >= c0) & (hi < c1)
+                lo = np.minimum(a, p[None, :])[take]
+                acc.add(Kw[take] * Lc[hi[take] - c0, lo])
+        del Lc
+    return np.array([acc.value() for acc in sums])
 
 
-def _certified_statistics(Kc, L, perms, squared=False):  # pragma: no cover - needs numba
-    """Float32-streamed statistics with enclosures and exact refinement.
+def _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend="auto",
+                     precision="auto", squared=False, block_rows=None):
+    """The B + 1 ``sqrt(HSIC_b)`` statistics by the blocked exact path.
 
-    None when the kernel values are too large for float32.
+    Returns ``(statistics, bounds, refine)`` for :func:`make_permutation_result`. Only a
+    float32 copy of L is held (``4 n^2`` bytes); rows of ``K~ = H K H`` are computed on
+    the fly, ``block_rows`` at a time. The observed statistic is the canonical float64
+    value (see the comment above ``_ROW_TILE``); the B permuted ones are float32-streamed
+    approximations, ``bounds = (lower, upper)`` certified enclosures of their canonical
+    values and ``refine(idx)`` computes those. ``precision="float64"`` (or the environment
+    variable ``SKDPTEST_HSIC_PRECISION``) computes every statistic canonically (bounds and
+    refine None; slow: a test reference). The canonical values, hence the release, do not
+    depend on ``block_rows`` or ``backend``.
     """
-    n = Kc.shape[0]
-    eta, max_abs = _float32_error_bound(Kc, L)
-    if not max_abs < _F32_MAX_ABS:
-        return None
-    kernel = _get_numba_kernel()
-    perms = np.ascontiguousarray(perms, dtype=np.int32)
-    traces = np.empty(perms.shape[0])
-    traces[:1] = kernel(Kc, L, perms[:1])  # the observed pairing, float64
-    traces[1:] = kernel(Kc.astype(np.float32), L.astype(np.float32), perms[1:])
+    n = len(X)
+    if block_rows is None:
+        block_rows = _BLOCK_ROWS
+    block_rows = max(1, -(-int(block_rows) // _ROW_TILE)) * _ROW_TILE
+    perms = draw_permutations(n, n_permutations, rng)
+    m, g = _column_means(kernel_x, X)
+    precision = _resolve_precision(precision)
+    if precision == "float64":
+        traces = _exact_traces(X, Y, perms, range(perms.shape[0]), kernel_x, kernel_y, m, g,
+                               block_rows)
+        return _stat(traces, n, squared), None, None
+    backend = _resolve_backend(backend, float(n) * n * perms.shape[0])
+    t0, approx, eta = _float32_pass(X, Y, perms, kernel_x, kernel_y, m, g, backend,
+                                    block_rows)
+    traces = np.r_[t0, approx]
     # outward rounding: lower <= T^ - eta and upper >= T^ + eta exactly
     lower = np.nextafter(traces - eta, -np.inf)
     upper = np.nextafter(traces + eta, np.inf)
-    lower[0] = upper[0] = traces[0]
+    lower[0] = upper[0] = t0
 
     def refine(idx):
-        return _stat(kernel(Kc, L, perms[idx]), n, squared)
+        # holds no float32 copy: L32 is freed when _float32_pass returns
+        return _stat(_exact_traces(X, Y, perms, idx, kernel_x, kernel_y, m, g, block_rows),
+                     n, squared)
 
-    # max(., 0), sqrt and / n are monotone in floating point: the enclosures
-    # of the traces carry over to the statistics
+    # max(., 0), sqrt and / n are monotone in floating point: the enclosures of the
+    # traces carry over to the statistics
     return (_stat(traces, n, squared), (_stat(lower, n, squared), _stat(upper, n, squared)),
             refine)
 
 
 def hsic_permutation_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y,
-                                backend="auto", squared=False):
+                                backend="auto", squared=False, block_rows=None):
     """The B + 1 (non-private) ``sqrt(HSIC_b)`` statistics, observed first.
 
-    ``sqrt(HSIC_b) = sqrt(sum_ij K_ij (H L H)_ij) / n``; a permuted statistic
-    pairs ``x_i`` with ``y_{p(i)}``. Computed in float64 (exact up to float64
-    rounding) with either backend.
+    ``sqrt(HSIC_b) = sqrt(sum_ij K_ij (H L H)_ij) / n``; a permuted statistic pairs
+    ``x_i`` with ``y_{p(i)}``. Each is the canonical float64 value of the blocked path
+    (the value a release compares; exactly rounded sums), whatever ``backend``.
 
     Returns
     -------
     statistics : ndarray of shape (n_permutations + 1,)
     """
     return _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend=backend,
-                            precision="float64", squared=squared)[0]
+                            precision="float64", squared=squared, block_rows=block_rows)[0]
 
 
 def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256, squared=False):
@@ -893,13 +1124,13 @@ class DPHSICTest(BasePrivateTest):
         cyclic, B = params["cyclic"], params["n_permutations"]
         if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
             cyclic = aggregate
-        float32 = False
-        if not cyclic and not aggregate:  # the same (public) choice _hsic_statistics makes
-            backend = _resolve_backend("auto", float(n) * n * (B + 1))
-            float32 = _resolve_precision("auto", backend) == "float32"
-        memory = hsic_memory_bytes(n, B, cyclic=cyclic, float32=float32)
-        if aggregate:  # the y Gram matrices (or their spectra), held for every x bandwidth
+        if aggregate:  # in-memory Gram matrices: two and a temporary (24 n^2), plus
+            # the y Gram matrices (or their spectra), held for every x bandwidth
+            memory = hsic_memory_bytes(n, B, cyclic=True) if cyclic else (
+                24 * n * n + 4 * n * (B + 1))
             memory += 8 * n * n * (len(grids[1]) + 2)
+        else:
+            memory = hsic_memory_bytes(n, B, cyclic=cyclic)
         hint = ""
         if not cyclic:
             hint = (f" cyclic=True (all n cyclic shifts by FFT, no permutation array) needs "

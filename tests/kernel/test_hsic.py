@@ -100,19 +100,16 @@ def test_backend_errors():
 
 def test_precision_selection(monkeypatch):
     monkeypatch.delenv("SKDPTEST_HSIC_PRECISION", raising=False)
-    assert hsic_mod._resolve_precision("auto", "numba") == "float32"
-    assert hsic_mod._resolve_precision("auto", "numpy") == "float64"
-    assert hsic_mod._resolve_precision("float64", "numba") == "float64"
-    assert hsic_mod._resolve_precision("float32", "numba") == "float32"
+    assert hsic_mod._resolve_precision("auto") == "float32"
+    assert hsic_mod._resolve_precision("float64") == "float64"
+    assert hsic_mod._resolve_precision("float32") == "float32"
     monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", "float64")
-    assert hsic_mod._resolve_precision("auto", "numba") == "float64"
+    assert hsic_mod._resolve_precision("auto") == "float64"
     with pytest.raises(ValueError, match="precision must be 'auto', 'float32' or 'float64'"):
-        hsic_mod._resolve_precision("float16", "numba")
-    with pytest.raises(ValueError, match="float32' needs the numba backend"):
-        hsic_mod._resolve_precision("float32", "numpy")
+        hsic_mod._resolve_precision("float16")
     monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", "half")
     with pytest.raises(ValueError, match="got 'half'"):
-        hsic_mod._resolve_precision("auto", "numba")
+        hsic_mod._resolve_precision("auto")
 
 
 def test_backend_selection(monkeypatch):
@@ -429,7 +426,7 @@ def test_certified_float32_release_equals_float64_multioutput_y(monkeypatch):
     assert res == ref
 
 
-@pytest.mark.parametrize("safety", [1e5, 1e12])
+@pytest.mark.parametrize("safety", [3e5, 1e12])
 def test_forced_refinement_still_equals_float64(monkeypatch, safety):
     # An inflated bound leaves many comparisons undecided (for 1e12 all but
     # those whose noise alone exceeds the noisy observed statistic: the lower
@@ -449,73 +446,3 @@ def test_forced_refinement_still_equals_float64(monkeypatch, safety):
             assert len(refined) >= 20
         else:  # some comparisons decided by the enclosures, some refined
             assert 20 <= len(refined) <= 200
-
-
-def _matrices(n, seed, tiny=False):
-    rng = np.random.default_rng(seed)
-    Kc = hsic_mod._double_centre(rbf_kernel(rng.normal(size=(n, 3)), gamma=0.7))
-    if tiny:  # entries down to float32 subnormals and below
-        A = 10.0 ** rng.uniform(-47, 0, size=(n, n))
-        L = np.ascontiguousarray((A + A.T) / 2)
-    else:
-        L = rbf_kernel(rng.normal(size=(n, 1)) * 3, gamma=1.3)
-    return Kc, L
-
-
-@pytest.mark.parametrize("seed, tiny", [(0, False), (1, False), (2, True)])
-def test_float32_error_bound_holds(seed, tiny):
-    pytest.importorskip("numba")
-    n = 160
-    Kc, L = _matrices(n, seed, tiny)
-    perms = draw_permutations(n, 48, np.random.default_rng(seed))
-    kernel = hsic_mod._get_numba_kernel()
-    approx = kernel(Kc.astype(np.float32), L.astype(np.float32), perms)
-    computed = kernel(Kc, L, perms)
-    exact = np.array([math.fsum((Kc * L[np.ix_(p, p)]).ravel()) for p in perms])
-    eta, _ = hsic_mod._float32_error_bound(Kc, L)
-    assert np.all(np.abs(approx - exact) <= eta)
-    assert np.all(np.abs(approx - computed) <= eta)
-    # and the bound is at float32 resolution, not vacuous
-    s = np.abs(Kc).sum() * np.abs(L).max()
-    assert eta <= 1e-6 * s
-    assert np.max(np.abs(approx - exact)) > 0  # the float32 rounding is really there
-
-
-def test_certified_enclosures_and_refinement():
-    # The enclosures contain the float64 kernel's statistics; refine returns
-    # exactly those (a permutation's value does not depend on the others in
-    # the call); the observed statistic is exact.
-    pytest.importorskip("numba")
-    n = 500
-    Kc, L = _matrices(n, 3)
-    perms = draw_permutations(n, 200, np.random.default_rng(3))
-    stats64 = hsic_mod._stat(permutation_traces(Kc, L, perms, backend="numba"), n)
-    stats, (lower, upper), refine = hsic_mod._certified_statistics(Kc, L, perms)
-    assert stats[0] == stats64[0] == lower[0] == upper[0]
-    assert np.all(lower <= stats64) and np.all(stats64 <= upper)
-    assert np.all(lower <= stats) and np.all(stats <= upper)
-    idx = np.array([200, 3, 57, 58, 1])
-    np.testing.assert_array_equal(refine(idx), stats64[idx])
-    np.testing.assert_array_equal(refine(np.arange(1, 201)), stats64[1:])
-    # The enclosures are far narrower than the Laplace noise at epsilon = 1:
-    # a comparison is left undecided with probability about width / scale.
-    scale = laplace_scale(hsic_sensitivity(n, math.sqrt(2), math.sqrt(2)), 1.0, 0.0)
-    assert np.max(upper[1:] - lower[1:]) < 1e-3 * scale
-
-
-def test_certified_path_keeps_float64_for_huge_kernel_values():
-    Kc = np.eye(4) * 2.0**101
-    perms = draw_permutations(4, 3, np.random.default_rng(0))
-    assert hsic_mod._certified_statistics(Kc, np.eye(4), perms) is None
-    pytest.importorskip("numba")
-    X, y = data(20)
-    kx, _ = _kernels(X, y[:, None])
-
-    def run(precision):
-        return hsic_mod._hsic_statistics(X, y[:, None], 5, np.random.default_rng(0), kx,
-                                         lambda Y: (Y @ Y.T) * 2.0**110, backend="numba",
-                                         precision=precision)
-
-    stats, bounds, refine = run("float32")
-    assert bounds is None and refine is None
-    np.testing.assert_array_equal(stats, run("float64")[0])
