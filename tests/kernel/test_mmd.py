@@ -240,7 +240,7 @@ def test_noise_scale_used_by_fit():
     # scale 2 (Delta + 2 eta) / epsilon; a halved noise is rejected (z > 6).
     Z, y = golden_data()
     eps = 0.4
-    est = DPMMDTest(epsilon=eps, n_permutations=1)
+    est = _fixed(DPMMDTest, epsilon=eps, n_permutations=1)
     k = resolve_kernel("rbf", None, None, Z)
     res = est.set_params(random_state=0).fit(Z, y).result_
     eta = mmd_mod.mmd_abs_error([40, 60], 1.0, math.sqrt(2))
