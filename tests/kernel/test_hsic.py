@@ -222,7 +222,7 @@ def test_noise_scale_used_by_fit():
     # law; a halved noise is rejected.
     X, y = data(30, seed=4, dep=3.0)
     kx, ky = _kernels(X, y[:, None], 0.5, 1.0)
-    est = DPHSICTest(epsilon=6.0, delta=0.2, n_permutations=1)
+    est = _fixed(DPHSICTest, epsilon=6.0, delta=0.2, n_permutations=1)
     res = est.set_params(random_state=0).fit(X, y).result_
     delta_ = hsic_sensitivity(30, math.sqrt(2), math.sqrt(2))
     assert delta_ == pytest.approx(4 * 29 / 900)
