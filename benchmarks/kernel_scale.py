@@ -16,6 +16,10 @@ Usage::
     python benchmarks/kernel_scale.py --quick            # small sizes only
     python benchmarks/kernel_scale.py                    # full tables
     python benchmarks/kernel_scale.py --speed-only --features-sizes 1000000
+    python benchmarks/kernel_scale.py --hsic 2000:2000 4000:2000 20000:200   # appends
+
+4. ``--hsic``: the blocked exact dpHSIC (one fit per (n, B), fresh worker each), with the
+   planned ``hsic_memory_bytes`` next to the measured peak; appended to the results file.
 """
 
 from __future__ import annotations
@@ -33,10 +37,35 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _hsic_worker(spec):
+    # exact dpHSIC, single bandwidth, random permutations (the blocked path), 2 GiB limit
+    import numpy as np
+
+    from skdptest import DPHSICTest
+
+    rng = np.random.default_rng(0)
+    n = spec["n"]
+    X = rng.normal(size=(n, 2))
+    y = X[:, 0] * 0.05 + rng.normal(size=n)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    est = DPHSICTest(kernel_params={"gamma": 0.5}, y_kernel_params={"gamma": 1.0},
+                     cyclic=False, n_permutations=spec["B"], max_memory=2 * 2**30,
+                     random_state=0)
+    t = time.perf_counter()
+    res = est.fit(X, y).result_
+    wall = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps({"wall": wall, "peak_mb": peak, "base_mb": base, "pvalue": res.pvalue}))
+
+
 def _worker(spec):
     import numpy as np
 
     from skdptest import DPMMDTest
+
+    if spec.get("test") == "hsic":
+        _hsic_worker(spec)
+        return
 
     rng = np.random.default_rng(0)
     n, d = spec["n"], spec["d"]
@@ -63,6 +92,30 @@ def run_speed(method, n, d=10, B=2000, D=64):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def run_hsic(n, B, backend=None):
+    spec = json.dumps({"test": "hsic", "n": n, "B": B})
+    env = dict(os.environ)
+    if backend is not None:
+        env["SKDPTEST_HSIC_BACKEND"] = backend
+    out = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True,
+                         text=True, check=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def hsic_table(sizes, emit):
+    """Blocked exact dpHSIC: time, peak RSS and the planned estimate per (n, B)."""
+    from skdptest.kernel._hsic import hsic_memory_bytes
+
+    emit("## exact dpHSIC (blocked, float32 L + certified float64 refinement), d = 2, "
+         "rbf, cyclic=False, max_memory = 2 GiB")
+    emit(f"{'n':>7} {'B':>6} {'time s':>9} {'peak MB':>9} {'base MB':>9} {'plan MB':>9}")
+    for n, B in sizes:
+        r = run_hsic(n, B)
+        plan = hsic_memory_bytes(n, B) / 2**20
+        emit(f"{n:>7} {B:>6} {r['wall']:>9.2f} {r['peak_mb']:>9.0f} {r['base_mb']:>9.0f} "
+             f"{plan:>9.0f}")
+
+
 def rejection_rate(make_est, sampler, reps, seed):
     rng = np.random.default_rng(seed)
     hits = 0
@@ -81,6 +134,8 @@ def main(argv=None):
     ap.add_argument("--features-sizes", type=int, nargs="*")
     ap.add_argument("--exact-sizes", type=int, nargs="*")
     ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--hsic", type=str, nargs="*",
+                    help="exact dpHSIC only: n:B pairs, e.g. 2000:2000 20000:200")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "kernel_scale.txt"))
     args = ap.parse_args(argv)
     if args.worker:
@@ -93,6 +148,14 @@ def main(argv=None):
     def emit(s=""):
         print(s, flush=True)
         lines.append(s)
+
+    if args.hsic is not None:
+        pairs = [tuple(int(v) for v in p.split(":")) for p in args.hsic] or [
+            (2000, 2000), (4000, 2000), (20000, 200)]
+        hsic_table(pairs, emit)
+        with open(args.out, "a") as fh:
+            fh.write("\n" + "\n".join(lines) + "\n")
+        return
 
     fsizes = args.features_sizes or ([1000, 10000] if args.quick
                                      else [1000, 10000, 100000, 1000000])

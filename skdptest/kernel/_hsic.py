@@ -517,7 +517,8 @@ def _blocked_error_bound(n, k_abs_sum, l_max, scale):
 def _get_block_kernel():  # pragma: no cover - needs numba
     global _numba_block_kernel
     if _numba_block_kernel is None:
-        njit, prange = _numba.njit, _numba.prange
+        numba = _load_numba()
+        njit, prange = numba.njit, numba.prange
 
         @njit(parallel=True, fastmath=True, cache=True)
         def block_traces(Kt, L32, perms, start, acc):
