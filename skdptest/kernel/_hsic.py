@@ -890,11 +890,12 @@ class DPHSICTest(BasePrivateTest):
         O(n^2 log n) in total instead of O(n^2 B).
     max_memory : int, default=4 * 2**30
         Public limit, in bytes, on the estimated peak memory of a release (see
-        :func:`hsic_memory_bytes`: about ``24 n^2`` bytes for the two n x n
-        kernel matrices and a temporary, ``8 n^2`` more on the float32 path,
-        plus ``4 n (B + 1)`` for the permutations; n = 13 000 pairs is about
-        the largest the default admits). A larger fit is refused before the
-        budget is charged, with the estimate for ``cyclic=True``.
+        :func:`hsic_memory_bytes`: the exact permutation path holds a float32
+        copy of L, ``4 n^2`` bytes, plus ``4 n (B + 1)`` for the permutations and
+        O(n) block temporaries: n = 20 000, B = 2000 plans 1.89 GiB; the cyclic
+        and aggregate paths hold float64 n x n matrices, ``24 n^2`` and more). A
+        larger fit is refused before the budget is charged, with the estimate
+        for ``cyclic=True``.
     n_jobs : int, default=None
         Threads (joblib) over the x bandwidths of the aggregate (BLAS capped
         at one thread per worker); -1 uses all cores. The release does not
@@ -966,37 +967,24 @@ class DPHSICTest(BasePrivateTest):
     :math:`(n-1)D/n`) gives the same bound, so it holds for all B + 1 values.
 
     All permuted statistics are exact (up to float64 rounding): with :math:`\tilde K = HKH`,
-    :math:`n^2\,\mathrm{HSIC}_b(\pi) = \sum_{ij}\tilde K_{ij} L_{\pi(i)\pi(j)}`,
-    an :math:`n^2` gather per permutation, done row block by row block with
-    numpy (threads over permutations), or by a compiled loop (lower triangle
-    only, blocks of permutations sharing each row of :math:`\tilde K`, each
-    row of L streamed into a cache-resident buffer before its gather, threads
-    over permutations) when the optional dependency ``numba`` is installed
-    (the environment variable ``SKDPTEST_HSIC_BACKEND`` = ``numpy``, ``numba``
-    or ``auto`` selects it).
-
-    The numba backend streams float32 copies of :math:`\tilde K` and L (half
-    the memory traffic of this bandwidth-bound loop), forming each product of
-    two float32 values exactly in float64 and summing in float64. This gives
-    approximations :math:`\hat T_b` with a certified, permutation-independent
-    bound :math:`|\hat T_b - T_b| \le \eta`,
-    :math:`\eta = 2 S\,[(2u + u^2) + 2\gamma_{2n+4}(1+u)^2] + \text{(subnormal term)}`,
-    :math:`S = \max|L| \sum_{ij}|\tilde K_{ij}|`, :math:`u = 2^{-24}`,
-    :math:`\gamma_k = k 2^{-53}/(1 - k 2^{-53})`, that also covers the
-    rounding of the float64 computation. The release is not changed by this:
-    the observed statistic is computed in float64; the noise is drawn exactly
-    as before; each comparison :math:`s_b + N_b \ge \tilde s_0` is decided
-    from the enclosure :math:`[\underline s_b, \overline s_b]` of
-    :math:`s_b = \sqrt{\max(T_b, 0)}/n` when :math:`\underline s_b + N_b
-    \ge \tilde s_0` or :math:`\overline s_b + N_b < \tilde s_0`
-    (floating-point addition, square root and division are monotone), and
-    recomputed in float64 otherwise: with probability at most the enclosure
-    width over twice the Laplace scale, about one comparison in a thousand at
-    n = 4000, ε = 1 (the width is about 0.003 scale there, 0.0004 scale at
-    n = 1000). The p-value, the noisy statistic and the decision are
-    therefore those of the float64 computation for the same seed: the same
-    function of the data and the noise, with the same privacy and validity.
-    ``SKDPTEST_HSIC_PRECISION=float64`` forces the float64 path.
+    :math:`n^2\,\mathrm{HSIC}_b(\pi) = \sum_{ij}\tilde K_{ij} L_{\pi(i)\pi(j)}`.
+    Blocked computation (``cyclic=False``, one bandwidth): only a float32 copy
+    of L is held; rows of :math:`\tilde K` are computed on the fly from 64-row
+    kernel tiles at fixed positions, both matrices read by their lower
+    triangles. The float64 value of each statistic is the exactly rounded sum
+    of its rounded products (independent of the block size, the backend and
+    the thread count). The B permuted traces are streamed from the float32 L
+    (a compiled loop when the optional ``numba`` is installed, else numpy
+    gathers; ``SKDPTEST_HSIC_BACKEND`` = ``numpy``, ``numba`` or ``auto``)
+    with a certified bound :math:`|\hat T_b - T_b| \le \eta` (see
+    ``_blocked_error_bound``): each comparison :math:`s_b + N_b \ge \tilde
+    s_0` is decided from the enclosure of :math:`s_b` when it can be
+    (floating-point addition, square root and division are monotone) and
+    from the float64 value otherwise (recomputed by sweeps over float64 L
+    rows; about one comparison in a thousand at n = 4000, eps = 1). The
+    p-value and the decision are therefore those of the all-float64
+    computation for the same seed, with the same privacy and validity;
+    ``SKDPTEST_HSIC_PRECISION=float64`` computes every statistic in float64.
 
     **Callable kernels.** With a callable ``kernel`` or ``y_kernel`` the
     statistic is :math:`\mathrm{HSIC}_b = \langle HKH, L\rangle / n^2` and
