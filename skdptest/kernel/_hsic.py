@@ -1232,11 +1232,21 @@ class DPHSICTest(BasePrivateTest):
             bounds = refine = None
             method += " aggregate"
         elif plan.cyclic:
+            progress = Progress(params["verbose"], 1, "statistics")
+            progress.message(f"dpHSIC cyclic: {X.shape[0]} shifts by FFT")
             stats = hsic_cyclic_statistics(X, y, rng, kx, ky, squared=plan.squared)
             bounds = refine = None
+            progress.step()
         else:
+            progress = Progress(params["verbose"], 1, "statistics")
+            hints = ["cyclic=True (FFT) is much faster"]
+            if _load_numba() is None:
+                hints.append("pip install 'skdptest[fast]' (numba) speeds this path up")
+            progress.message(f"dpHSIC: {params['n_permutations'] + 1} statistics on n = "
+                             f"{X.shape[0]} pairs; " + ", ".join(hints))
             stats, bounds, refine = _hsic_statistics(X, y, params["n_permutations"], rng,
                                                      kx, ky, squared=plan.squared)
+            progress.step()
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,

@@ -1001,8 +1001,14 @@ class DPMMDTest(BasePrivateTest):
                                              kernel, plan.gammas, n_jobs=params["n_jobs"],
                                              progress=progress)
         else:
+            progress = Progress(params["verbose"], 1, "statistics")
+            progress.message(
+                f"dpMMD: {params['n_permutations'] + 1} statistics on N = {X.shape[0]} rows"
+                + ("; method='features' is linear-time for large N" if X.shape[0] > 20_000
+                   else ""))
             stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,
                                                kernel, squared=plan.squared)
+            progress.step()
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,

@@ -366,3 +366,18 @@ def test_no_warnings_from_a_default_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DPMMDTest(random_state=0, n_permutations=9).fit(X, y)
+
+
+# -- long work shows itself -----------------------------------------------------------------
+
+def test_verbose_single_bandwidth_paths_report_work_and_faster_paths(capsys):
+    rng = np.random.default_rng(0)
+    X, groups = rng.normal(size=(40, 2)), np.arange(40) % 2
+    _fixed(DPMMDTest, verbose=1, n_permutations=20, random_state=0).fit(X, groups)
+    _fixed(DPHSICTest, verbose=1, n_permutations=20, random_state=0).fit(X, X[:, 0])
+    err = capsys.readouterr().err
+    assert "dpMMD: 21 statistics on N = 40 rows" in err
+    assert "dpHSIC: 21 statistics on n = 40 pairs; cyclic=True (FFT) is much faster" in err
+    assert err.count("statistics 1/1 done") == 2
+    _fixed(DPMMDTest, n_permutations=20, random_state=0).fit(X, groups)
+    assert capsys.readouterr().err == ""  # silent by default
