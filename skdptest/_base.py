@@ -33,7 +33,16 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._params import InvalidParameterError, validate_parameters
 from ._validation import check_budget, check_generator
 
-__all__ = ["BasePrivateTest", "BaseStreamingTest", "Prepared", "check_numeric"]
+__all__ = ["BasePrivateTest", "BaseStreamingTest", "Prepared", "check_numeric",
+           "non_numeric_error"]
+
+
+def non_numeric_error(dtype, name="X"):
+    """The one refusal of non-numeric data (categorical strings, dates, objects)."""
+    return ValueError(
+        f"{name} must be numeric (bool, integer or float): got the non-numeric dtype "
+        f"{dtype}. Encode categories or dates as numbers first."
+    )
 
 
 def check_numeric(array, name):
@@ -43,12 +52,8 @@ def check_numeric(array, name):
     categorical columns of strings stay ``object``, ``datetime64`` is kept), which
     would otherwise fail later with an obscure error, possibly after the charge.
     """
-    kind = getattr(array, "dtype", None) is not None and array.dtype.kind
-    if kind not in ("b", "i", "u", "f"):
-        raise ValueError(
-            f"{name} must hold real numbers (bool, integer or float); got dtype "
-            f"{array.dtype}. Encode categorical or date columns as numbers first."
-        )
+    if array.dtype.kind not in ("b", "i", "u", "f"):
+        raise non_numeric_error(array.dtype, name)
     return array
 
 

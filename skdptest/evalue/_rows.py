@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import validate_data
 
+from .._base import check_numeric, non_numeric_error
 from .._noise import floor_to_grid
 from ._laws import _DiscreteLaws
 
@@ -38,11 +39,7 @@ def _law_dim(law):
 
 
 def _refuse_dtype(dtype):
-    raise ValueError(
-        f"X must be numeric (bool, integer or float): got the non-numeric dtype {dtype}. "
-        "The e-value tests evaluate the densities of the laws at the rows; encode "
-        "categories or dates as numbers first."
-    )
+    raise non_numeric_error(dtype)
 
 
 def _check_numeric_columns(X):
@@ -87,9 +84,7 @@ def validate_rows(est, X, reset, finite=True):
     if _plain(est, X, reset):
         return check_finite(X) if finite else X
     X = validate_data(est, X, reset=reset, dtype="numeric", ensure_all_finite=finite)
-    if X.dtype.kind not in "biuf":
-        _refuse_dtype(X.dtype)
-    return X
+    return check_numeric(X, "X")
 
 
 def _plain(est, X, reset):
