@@ -8,8 +8,10 @@ Three tables, printed and saved to ``benchmarks/results/kernel_scale.txt``:
    up to 10^6 (features) and where it fits (exact).
 2. ``level``: type-I error of the feature test under H0 (two Student-t(3) samples) at
    d in {1, 10, 100, 200}, with its binomial standard error; target level <= alpha + 2 SE.
-3. ``power``: rejection rate of the feature test (several D) and of the exact test on
-   the same data sets at N = 2000 (mean shift), with standard errors.
+3. ``power``: rejection rate of the feature test (D in {64, 128, 256}) and of the exact
+   test on the same data sets at N = 2000 (mean shift), paired: each mode's power and SE,
+   the difference features - exact with its paired SE and 95 % interval
+   (:func:`power_table`); ``--power`` runs it alone and appends it.
 
 Usage::
 
@@ -17,6 +19,7 @@ Usage::
     python benchmarks/kernel_scale.py                    # full tables
     python benchmarks/kernel_scale.py --speed-only --features-sizes 1000000
     python benchmarks/kernel_scale.py --hsic 2000:2000 4000:2000 20000:200   # appends
+    python benchmarks/kernel_scale.py --power 1 10 1e6 --power-reps 400   # appends
 
 4. ``--hsic``: the blocked exact dpHSIC (one fit per (n, B), fresh worker each), with the
    planned ``hsic_memory_bytes`` next to the measured peak; appended to the results file.
@@ -126,6 +129,110 @@ def rejection_rate(make_est, sampler, reps, seed):
     return p, (p * (1 - p) / reps) ** 0.5
 
 
+# epsilon standing for "no privacy": the Laplace scale is then ~1e-9, far below the
+# spread of the permuted statistics, so the rejection rate is the non-private power
+NONPRIVATE_EPS = 1e6
+
+
+def _power_configs(epsilons, components):
+    # (eps of the row's group, label, method, D, epsilon actually used). The extra rows
+    # "features at eps * sqrt(2)" run the shipped feature test with a larger epsilon: its
+    # Laplace scale 2 * (2R/m) / (sqrt(2) eps) then equals the exact test's
+    # 2 * (sqrt(2)/m) / eps up to R = 1 + 2^-16 and the rounding terms, which isolates
+    # the loss due to the feature test's larger sensitivity (2R vs sqrt(2) diameter).
+    configs = []
+    for eps in epsilons:
+        configs.append((eps, "exact", "exact", None, eps))
+        configs.extend((eps, f"features D={D}", "features", D, eps) for D in components)
+        if eps < NONPRIVATE_EPS:
+            configs.extend((eps, f"feat. D={D} eps*rt2", "features", D, eps * 2 ** 0.5)
+                           for D in components)
+    return configs
+
+
+def _commit():
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, cwd=HERE)
+    return out.stdout.strip() or "unknown"
+
+
+def _load():
+    return " ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, shift=0.1,
+                gamma=0.2, B=199, seed=123, alpha=0.05):
+    """Paired power of the feature dpMMD against the exact dpMMD on the same data sets.
+
+    Each repetition draws one data set (``n / 2`` rows N(0, I_d) against ``n / 2``
+    rows N(shift * 1, I_d), from ``default_rng([seed, rep])``) and runs every mode and
+    epsilon on it, each estimator seeded with ``random_state=rep`` (its relabellings
+    and noise are independent of the data draw). Reported per mode: the power and its
+    binomial SE; against the exact test at the same epsilon: the paired difference
+    ``features - exact``, its SE (sample sd of the per-repetition differences over
+    sqrt(reps)), the 95 % normal interval and the discordant counts (features only /
+    exact only). "within 0.05" is judged on the interval: its lower end >= -0.05.
+
+    Parameters
+    ----------
+    emit : callable
+        Prints and records one line.
+    reps : int
+        Number of data sets.
+    epsilons : sequence of float
+        Privacy levels; ``NONPRIVATE_EPS`` (1e6) stands for the non-private test.
+    components : sequence of int, default=(64, 128, 256)
+        Numbers D of random frequencies of the feature test.
+    n, d, shift, gamma, B, seed, alpha
+        Rows, dimension, mean shift on every coordinate, the pinned rbf bandwidth (both
+        modes), permutations, data seed and level.
+
+    Returns
+    -------
+    decisions : dict
+        ``(eps, label) -> bool array of shape (reps,)``.
+    """
+    from skdptest import DPMMDTest
+
+    configs = _power_configs(epsilons, components)
+    y = np.repeat([0, 1], [n // 2, n - n // 2])
+    hits = {(e, label): np.zeros(reps, dtype=bool) for e, label, *_ in configs}
+    t0 = time.perf_counter()
+    for rep in range(reps):
+        rng = np.random.default_rng([seed, rep])
+        X = rng.normal(size=(n, d))
+        X[n // 2:] += shift
+        for e, label, method, D, eps in configs:
+            kw = {"n_components": D} if D else {}
+            est = DPMMDTest(method=method, epsilon=eps, alpha=alpha, n_permutations=B,
+                            kernel_params={"gamma": gamma}, random_state=rep, **kw)
+            hits[(e, label)][rep] = est.decision(X, y)
+        if (rep + 1) % 50 == 0:
+            print(f"  [{rep + 1}/{reps} reps, {time.perf_counter() - t0:.0f} s]", flush=True)
+    emit(f"\n## power (paired): N = {n} ({n // 2} + {n - n // 2}), d = {d}, mean shift "
+         f"{shift} on every coordinate, rbf gamma = {gamma} pinned (both modes), B = {B}, "
+         f"alpha = {alpha}, {reps} reps, the same data set for every mode and epsilon in a "
+         f"rep (data seed [{seed}, rep], random_state = rep)")
+    emit(f"  eps = {NONPRIVATE_EPS:g} is the non-private power; 'eps*rt2': the feature test "
+         "run at epsilon * sqrt(2), whose noise scale equals the exact test's at epsilon")
+    emit(f"{'eps':>7} {'mode':>20} {'power':>7} {'SE':>6} {'diff':>7} {'pairSE':>7} "
+         f"{'95% interval':>17} {'f/e only':>9} {'>= -0.05':>8}")
+    for e, label, *_ in configs:
+        h = hits[(e, label)]
+        p = h.mean()
+        row = f"{e:>7g} {label:>20} {p:>7.3f} {(p * (1 - p) / reps) ** 0.5:>6.3f}"
+        if label != "exact":
+            diff = h.astype(float) - hits[(e, "exact")]
+            m, se = diff.mean(), diff.std(ddof=1) / reps ** 0.5
+            lo, hi = m - 1.96 * se, m + 1.96 * se
+            row += (f" {m:>+7.3f} {se:>7.3f} [{lo:>+7.3f},{hi:>+7.3f}] "
+                    f"{int((diff > 0).sum()):>4}/{int((diff < 0).sum()):<4} "
+                    f"{str(bool(lo >= -0.05)):>8}")
+        emit(row)
+    emit(f"  ({reps} reps in {time.perf_counter() - t0:.0f} s)")
+    return hits
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker")
@@ -136,6 +243,10 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=200)
     ap.add_argument("--hsic", type=str, nargs="*",
                     help="exact dpHSIC only: n:B pairs, e.g. 2000:2000 20000:200")
+    ap.add_argument("--power", type=float, nargs="*",
+                    help="paired power table only, at these epsilons (1e6: non-private); "
+                         "appended to the results file")
+    ap.add_argument("--power-reps", type=int, default=400)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "kernel_scale.txt"))
     args = ap.parse_args(argv)
     if args.worker:
@@ -148,6 +259,16 @@ def main(argv=None):
     def emit(s=""):
         print(s, flush=True)
         lines.append(s)
+
+    if args.power is not None:
+        # header: what was run, where and on what commit (timings are not reported)
+        lines[0] += f"; {time.strftime('%Y-%m-%d %H:%M')}, commit {_commit()}"
+        emit(f"# load average before: {_load()}")
+        power_table(emit, args.power_reps, args.power or (1.0, 10.0, NONPRIVATE_EPS))
+        emit(f"# load average after: {_load()}")
+        with open(args.out, "a") as fh:
+            fh.write("\n" + "\n".join(lines) + "\n")
+        return
 
     if args.hsic is not None:
         pairs = [tuple(int(v) for v in p.split(":")) for p in args.hsic] or [
@@ -182,24 +303,7 @@ def main(argv=None):
                                  n_permutations=199, random_state=rep)
             p, se = rejection_rate(make, sample, reps, d)
             emit(f"{d:>5} {p:>7.3f} {se:>7.3f} {str(p <= 0.05 + 2 * se):>9}")
-        emit(f"\n## power: N = 2000 (1000 + 1000), d = 5, mean shift 0.1 on every "
-             f"coordinate, gamma = 1/d, B = 199, {reps // 2} reps, same data for every mode")
-        emit(f"{'eps':>6} {'mode':>16} {'power':>7} {'SE':>7}")
-        for eps in (1.0, 10.0):
-            for mode, D in (("exact", None), ("features", 64), ("features", 128),
-                            ("features", 256)):
-                def sample(rng):
-                    X = rng.normal(size=(2000, 5))
-                    X[1000:] += 0.1
-                    return X, np.repeat([0, 1], 1000)
-
-                def make(rep, mode=mode, D=D, eps=eps):
-                    kw = {"n_components": D} if D else {}
-                    return DPMMDTest(method=mode, epsilon=eps, n_permutations=199,
-                                     kernel_params={"gamma": 0.2}, random_state=rep, **kw)
-                p, se = rejection_rate(make, sample, reps // 2, 123)
-                name = mode if D is None else f"features D={D}"
-                emit(f"{eps:>6} {name:>16} {p:>7.3f} {se:>7.3f}")
+        power_table(emit, max(reps // 2, 1), (1.0, 10.0))
     with open(args.out, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
