@@ -43,6 +43,8 @@ __all__ = [
     "feature_mmd_abs_error",
     "feature_mmd_memory_bytes",
     "feature_mmd_statistics",
+    "group_feature_sums",
+    "mmd_statistics_from_sums",
     "subset_masks",
 ]
 
@@ -218,6 +220,25 @@ def _chunk_columns(n, n_masks_per_column, max_mask_bytes):
     return max(1, int(max_mask_bytes // max(1, n * n_masks_per_column)))
 
 
+def group_feature_sums(F, codes, n_groups, block_rows=BLOCK_ROWS):
+    """Sums of the quantised feature rows of each group, shape ``(n_groups, 2 D)``.
+
+    Integer rows, so every partial sum is an integer below ``2^53``: the float64 sums
+    are exact, whatever the order, the blocks or the chunks they are formed in (a
+    dask worker's chunk sums added on the client give the same bits as one pass).
+    """
+    codes = np.asarray(codes)
+    out = np.zeros((n_groups, F.shape[1]))
+    for r0 in range(0, F.shape[0], block_rows):
+        c = codes[r0:r0 + block_rows]
+        order = np.argsort(c, kind="stable")
+        sorted_codes = c[order]
+        starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
+        block = F[r0:r0 + block_rows].astype(np.float64)[order]
+        out[sorted_codes[starts]] += np.add.reduceat(block, starts, axis=0)
+    return out
+
+
 def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None,
                            block_rows=BLOCK_ROWS):
     """The B + 1 MMD statistics (observed first) of quantised feature rows ``F``.
@@ -233,15 +254,57 @@ def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None
     -------
     statistics : ndarray of shape (n_permutations + 1,)
     """
+    codes = np.asarray(codes)
+    sizes = np.bincount(codes)
+    group_sums = group_feature_sums(F, codes, sizes.size, block_rows)
+    return mmd_statistics_from_sums(
+        lambda masks: _masked_sums(F, masks, block_rows), group_sums, sizes,
+        n_permutations, rng, codes=codes, max_mask_bytes=max_mask_bytes)
+
+
+def mmd_statistics_from_sums(masked_sums, group_sums, sizes, n_permutations, rng, *,
+                             codes=None, max_mask_bytes=None):
+    """The B + 1 feature MMD statistics from exact integer feature sums.
+
+    The relabellings are drawn here, from ``rng``, in chunks of at most
+    ``max_mask_bytes`` of boolean masks, exactly as :func:`feature_mmd_statistics`
+    draws them; ``masked_sums(masks)`` returns ``masks @ F`` (float64, exact
+    integers) for a ``(rows, N)`` boolean array, wherever ``F`` lives (in memory, or
+    in chunks on dask workers, see ``_distributed``). Every value is a function of
+    the exact sums and the draws only, so both give the same statistics, bit for bit.
+
+    Parameters
+    ----------
+    masked_sums : callable
+        ``masks -> masks @ F`` (exact).
+    group_sums : ndarray of shape (G, 2 D)
+        Exact feature sums of the observed groups (:func:`group_feature_sums`).
+    sizes : ndarray of shape (G,)
+        Group sizes (public).
+    n_permutations : int
+    rng : numpy.random.Generator
+    codes : ndarray of shape (N,), optional
+        The observed group codes; needed for G >= 3 (the relabellings shuffle them).
+    max_mask_bytes : int, optional
+
+    Returns
+    -------
+    statistics : ndarray of shape (n_permutations + 1,)
+    """
     if max_mask_bytes is None:
         max_mask_bytes = MAX_MASK_BYTES
-    codes = np.asarray(codes)
-    n = codes.size
-    sizes = np.bincount(codes)
+    sizes = np.asarray(sizes)
+    n = int(sizes.sum())
     n_groups = sizes.size
     n_stats = n_permutations + 1
-    total = _masked_sums(F, np.ones((1, n), dtype=bool), block_rows)[0]
+    total = group_sums.sum(axis=0)  # exact integers
     out = np.empty(n_stats)
+
+    def sums(masks):
+        if masks.shape[0] == 0:
+            return np.empty((0, group_sums.shape[1]))
+        return masked_sums(masks)
+
     if n_groups == 2:
         small = int(np.argmin(sizes))
         p, q = int(sizes[small]), n - int(sizes[small])
@@ -251,29 +314,31 @@ def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None
         per = _chunk_columns(n, 1, max_mask_bytes)
         for start in range(0, n_stats, per):
             rows = min(per, n_stats - start)
-            masks = np.empty((rows, n), dtype=bool)
             first = 1 if start == 0 else 0
-            if first:
-                masks[0] = codes == small
-            subset_masks(n, p, rows - first, rng, fix_rng, out=masks[first:])
-            u_s = _masked_sums(F, masks, block_rows)
+            masks = np.empty((rows - first, n), dtype=bool)
+            subset_masks(n, p, rows - first, rng, fix_rng, out=masks)
+            u_s = sums(masks)
+            if first:  # the observed smaller group's sums lead the first chunk
+                u_s = np.concatenate([group_sums[small][None], u_s])
             s = u_s * inv_p - (total - u_s) * inv_q  # total - u_s: exact integers
             out[start:start + rows] = np.sqrt(np.einsum("ij,ij->i", s, s))
     else:
         weights = sizes / n
         inv = 1.0 / sizes.astype(np.float64)
         mean = total * (1.0 / n)
-        template = codes.astype(np.int8 if n_groups < 128 else np.int32)
+        template = np.asarray(codes).astype(np.int8 if n_groups < 128 else np.int32)
         groups = np.arange(n_groups - 1)
         per = _chunk_columns(n, n_groups - 1, max_mask_bytes)
         for start in range(0, n_stats, per):
             rows = min(per, n_stats - start)
-            assign = np.empty((rows, n), dtype=template.dtype)
-            assign[:] = template
             first = 1 if start == 0 else 0
-            rng.permuted(assign[first:], axis=1, out=assign[first:])
+            assign = np.empty((rows - first, n), dtype=template.dtype)
+            assign[:] = template
+            rng.permuted(assign, axis=1, out=assign)
             masks = (assign[:, None, :] == groups[None, :, None]).reshape(-1, n)
-            u = _masked_sums(F, masks, block_rows).reshape(rows, n_groups - 1, -1)
+            u = sums(masks).reshape(rows - first, n_groups - 1, group_sums.shape[1])
+            if first:  # the observed groups' sums lead the first chunk
+                u = np.concatenate([group_sums[None, :n_groups - 1], u])
             last = total - u.sum(axis=1)  # exact integers
             u = np.concatenate([u, last[:, None, :]], axis=1)
             w = u * inv[None, :, None] - mean
