@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import blas as _blas
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
@@ -163,20 +163,27 @@ def mmd_abs_error(group_sizes, kappa, diameter, *, squared=False):
     covers the arithmetic after them. Every statistic is a quadratic form
     ``sum_jl c_jl K_jl`` whose absolute terms sum to at most ``S = 4 kappa``
     (two groups: ``(sum |v|)^2 kappa``) or ``2 kappa`` (k-sample: the group
-    terms and the grand-mean term, ``kappa`` each). Each product passes through
-    at most ``k = 2N + G + max(N, n_blocks^2) + 64`` roundings (the product, a block
-    matrix-vector sum over at most N terms, the sum over at most N block rows,
-    the sum over the block pairs and the G columns), in any summation
-    order, so the computed quadratic form is within ``gamma_k S`` of the exact
-    one (Higham, Lemma 3.1/3.3). The bound is doubled as a safety factor for
-    the rounding of the coefficients (relative error at most 4u each). For the
-    statistic ``sqrt(max(q, 0))``, ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)``
-    for a, b >= 0 plus the rounding of the square root (``u D``) give
-    ``sqrt(2 gamma_k S) + 2 u D``.
+    terms and the grand-mean term, ``kappa`` each). The triangular evaluation
+    (:func:`triangular_quadratic_forms`) computes ``2 v^T (L + I) v + sum (d_i - 2)
+    v_i^2``, whose absolute terms sum to at most ``S + 4 sum v_i^2`` (the unit
+    diagonal twice, ``|d_i - 2| <= kappa + 2``); ``sum v_i^2`` is ``1/n_1 + 1/n_2``
+    (two groups) or ``(G + 1) / N`` over the columns of a k-sample statistic. Each
+    product passes through at most ``k = 2N + G + max(N, n_blocks^2) + 64``
+    roundings (a length-N inner product, the sum over N rows, the sum over the
+    block pairs, the diagonal terms and the G columns), in any summation order,
+    so the computed quadratic form is within ``gamma_k S'`` of the exact one
+    (Higham, Lemma 3.1/3.3). The bound is doubled as a safety factor for the
+    rounding of the coefficients (relative error at most 4u each). For the
+    statistic ``sqrt(max(q, 0))``, ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)`` for
+    a, b >= 0 plus the rounding of the square root (``u D``) give
+    ``sqrt(2 gamma_k S') + 2 u D``.
     """
     sizes = np.asarray(group_sizes, dtype=np.int64)
     n, n_groups = int(sizes.sum()), int(sizes.size)
-    s = 4.0 * kappa if n_groups == 2 else 2.0 * kappa
+    if n_groups == 2:
+        s = 4.0 * kappa + 4.0 * (1.0 / sizes[0] + 1.0 / sizes[1])
+    else:
+        s = 2.0 * kappa + 4.0 * (n_groups + 1) / n
     n_blocks = len(_block_edges(n)) - 1
     err_q = 2.0 * (_gamma(2 * n + n_groups + max(n, n_blocks**2) + 64) + 8 * _U64) * s
     if squared:
@@ -230,16 +237,14 @@ def _block_edges(n):
 def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=None):
     """``diag(V^T K V)`` for every column chunk ``V`` produced by ``columns``.
 
-    ``K`` is the kernel matrix of ``X``. Symmetric blocking: only the blocks
-    ``K[r, s]`` with ``r <= s`` are used (off-diagonal ones twice), so the
-    floating-point work is ``(1 + 1/n_blocks) N^2 C`` instead of the ``2 N^2 C``
-    of one ``N x N`` by ``N x C`` product, and each kernel block is evaluated
-    once. With a single column chunk the kernel matrix is held only if it fits
-    in ``PREFETCH_KERNEL_BYTES`` (32 MiB, N <= 2048; its blocks are then
-    evaluated while the chunk is drawn in a thread), else its blocks are
-    evaluated on the fly; with several chunks it is held, to be reused, only if
-    it fits in ``max_kernel_bytes``, and otherwise re-evaluated block by block
-    for every chunk.
+    ``K`` is the kernel matrix of ``X``. When it is held (one column chunk and
+    ``8 N^2 <= PREFETCH_KERNEL_BYTES``, 32 MiB, N <= 2048: evaluated while the chunk
+    is drawn in a thread; several chunks and ``8 N^2 <= max_kernel_bytes``: evaluated
+    once, reused), every chunk costs one triangular product
+    (:func:`triangular_quadratic_forms`, ``N^2 C`` flops, half of ``K @ V``).
+    Otherwise its blocks are evaluated on the fly for every chunk, never holding
+    it: symmetric blocking uses only the blocks ``K[r, s]`` with ``r <= s``
+    (off-diagonal ones twice), ``(1 + 1/n_blocks) N^2 C`` flops.
 
     Parameters
     ----------
@@ -257,35 +262,26 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
     if max_kernel_bytes is None:
         max_kernel_bytes = MAX_KERNEL_BYTES
     n = len(X)
-    edges = _block_edges(n)
-    pairs = [(i, j) for i in range(len(edges) - 1) for j in range(i, len(edges) - 1)]
     columns = iter(columns)
-    first = None
     if n_chunks > 1 and 8 * n * n <= max_kernel_bytes:
-        K = kernel(X)
-
-        def block(i, j):
-            return K[edges[i]:edges[i + 1], edges[j]:edges[j + 1]]
-    elif n_chunks == 1 and 8 * n * n <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes):
+        K = np.ascontiguousarray(kernel(X))
+        return np.concatenate([triangular_quadratic_forms(K, V) for V in columns])
+    if n_chunks == 1 and 8 * n * n <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes):
         # Small kernel, one chunk: draw the coefficients in a thread while the
-        # (mostly single-threaded: exp) kernel blocks are evaluated; numpy's
-        # bounded integers and partition release the GIL.
+        # (mostly single-threaded: exp) kernel is evaluated; numpy's bounded
+        # integers and partition release the GIL.
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(next, columns)
-            blocks = {(i, j): _kernel_block(X, kernel, edges, i, j) for i, j in pairs}
-            first = first.result()
-
-        def block(i, j):
-            return blocks[i, j]
-    else:
-        def block(i, j):
-            return _kernel_block(X, kernel, edges, i, j)
-
+            K = np.ascontiguousarray(kernel(X))
+            V = first.result()
+        return triangular_quadratic_forms(K, V)
+    edges = _block_edges(n)
+    pairs = [(i, j) for i in range(len(edges) - 1) for j in range(i, len(edges) - 1)]
     out = []
-    for V in columns if first is None else itertools.chain([first], columns):
+    for V in columns:
         q = np.zeros(V.shape[1])
         for i, j in pairs:
-            P = block(i, j) @ V[edges[j]:edges[j + 1]]
+            P = _kernel_block(X, kernel, edges, i, j) @ V[edges[j]:edges[j + 1]]
             part = np.einsum("ij,ij->j", V[edges[i]:edges[i + 1]], P)
             if i == j:
                 q += part
@@ -293,6 +289,35 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
                 q += 2.0 * part
         out.append(q)
     return np.concatenate(out)
+
+
+def triangular_quadratic_forms(K, V):
+    """``diag(V^T K V)`` from the lower triangle of ``K``: half the work of ``K @ V``.
+
+    With ``L`` the strict lower triangle of ``K`` and ``d`` its diagonal, ``v^T K v =
+    2 v^T (L + I) v + sum_i (d_i - 2) v_i^2``. ``(L + I) V`` is one BLAS ``dtrmm``
+    (``N^2 C`` flops against the ``2 N^2 C`` of ``K @ V``; the unit diagonal is implied,
+    not read). The upper triangle of ``K`` is never read: the quadratic forms are those
+    of the symmetric matrix with ``K``'s lower triangle (the kernel's evaluated values).
+    Rounding: see :func:`mmd_abs_error`.
+
+    Parameters
+    ----------
+    K : ndarray of shape (N, N)
+        C-ordered kernel matrix (its transpose is the Fortran-ordered upper
+        triangle handed to BLAS, no copy).
+    V : ndarray of shape (N, C)
+
+    Returns
+    -------
+    q : ndarray of shape (C,)
+    """
+    # K.T is Fortran-ordered; its upper triangle is K's lower one, transposed.
+    P = _blas.dtrmm(1.0, K.T, V, lower=0, diag=1)
+    q = np.einsum("ij,ij->j", V, P)
+    q *= 2.0
+    q += np.einsum("ij,ij,i->j", V, V, np.diagonal(K) - 2.0)
+    return q
 
 
 def _kernel_block(X, kernel, edges, i, j):
@@ -309,19 +334,27 @@ def _smallest_int_dtype(n_values):
     return np.int64  # pragma: no cover
 
 
+# Up to this many rows, relabelling keys are 16-bit (ties at the threshold, redrawn,
+# stay below 3 %: 0.6 % at N = 1000); beyond, 32-bit.
+KEY16_MAX_ROWS = 4096
+
+
 def _two_group_masks(n, m, n_rows, rng, tie_rng):
     """``n_rows`` uniformly random ``m``-subsets of ``range(n)`` as boolean masks.
 
-    Each row gets ``n`` i.i.d. uniform 32-bit keys (one bulk draw) and the
-    ``m`` smallest are selected with ``np.partition`` (O(n), no sorting and no
-    sequential shuffle: about twice as fast as ``Generator.permuted`` at
-    n = 1000). The keys are exchangeable, so the selected set is uniform over
-    the ``m``-subsets whenever the ``m``-th smallest key is unique; a row with a
-    tie there (probability about ``n 2^-32``) is redrawn from ``tie_rng``
+    Each row gets ``n`` i.i.d. uniform keys (16-bit up to ``KEY16_MAX_ROWS``
+    rows, else 32-bit; one bulk draw of ``ceil(n / 4)`` or ``ceil(n / 2)`` 64-bit
+    words per row) and the ``m`` smallest are selected with ``np.partition`` (O(n),
+    no sorting and no sequential shuffle). The keys are exchangeable, so the
+    selected set is uniform over the ``m``-subsets whenever the ``m``-th smallest
+    key is unique (an event invariant under permuting the positions); a row with a
+    tie there is redrawn with 32-bit keys from ``tie_rng`` until it has none
     (rejection keeps the law exact). Redraws never touch ``rng``, so the
     relabellings do not depend on how the rows are chunked.
     """
-    keys = rng.integers(0, 2**32, size=(n_rows, n), dtype=np.uint32)
+    per_word = 4 if n <= KEY16_MAX_ROWS else 2
+    words = rng.integers(0, 2**64, size=(n_rows, -(-n // per_word)), dtype=np.uint64)
+    keys = words.view(np.uint16 if per_word == 4 else np.uint32)[:, :n]
     masks = keys <= np.partition(keys, m - 1, axis=1)[:, m - 1:m]
     for r in np.flatnonzero(np.count_nonzero(masks, axis=1) != m):
         while True:

@@ -101,6 +101,40 @@ def test_all_paths_match_brute_force(monkeypatch, max_kernel_bytes, block_rows,
                                atol=1e-13)
 
 
+def _exact_forms(K, V):
+    """diag(V^T K_sym V) in rational arithmetic, K_sym from K's lower triangle."""
+    from fractions import Fraction
+    n = K.shape[0]
+    Kf = [[Fraction(float(K[max(i, j), min(i, j)])) for j in range(n)] for i in range(n)]
+    out = []
+    for c in range(V.shape[1]):
+        v = [Fraction(float(x)) for x in V[:, c]]
+        out.append(sum(v[i] * sum(Kf[i][j] * v[j] for j in range(n)) for i in range(n)))
+    return out
+
+
+@pytest.mark.parametrize("kappa", [1.0, 1e-3, 7.5])
+def test_triangular_forms_within_the_certified_error(kappa):
+    # Any bounded "kernel" (not symmetric, not PSD, diagonal not constant): the forms
+    # use the lower triangle only (the upper one is NaN here) and every computed value
+    # is within mmd_abs_error(squared=True) of the rational value of the same floats.
+    rng = np.random.default_rng(11)
+    n, sizes = 24, [10, 14]
+    K = rng.uniform(-kappa, kappa, size=(n, n))
+    K[np.triu_indices(n, 1)] = np.nan
+    codes = np.repeat([0, 1], sizes)
+    V = mmd_mod._two_group_rows(codes, np.array(sizes), 6, True, rng,
+                                np.random.default_rng(1)).T
+    q = mmd_mod.triangular_quadratic_forms(K, V)
+    exact = _exact_forms(K, V)
+    bound = mmd_mod.mmd_abs_error(sizes, kappa, 2 * kappa, squared=True)
+    errors = [abs(float(q[c]) - float(exact[c])) for c in range(V.shape[1])]
+    assert np.all(np.isfinite(q)) and max(errors) <= bound
+    # and it is the same quadratic form as the full product of the symmetrised matrix
+    Ks = np.tril(K) + np.tril(K, -1).T
+    np.testing.assert_allclose(q, np.einsum("ij,ij->j", V, Ks @ V), rtol=0, atol=bound)
+
+
 def test_many_groups_path_matches_brute_force():
     rng = np.random.default_rng(8)
     Z = rng.normal(size=(45, 2))
@@ -138,6 +172,27 @@ def test_tied_keys_are_redrawn_uniformly():
     # Every row of the main draw ties at the threshold, so every row comes
     # from the tie generator (rejection) and must still be a uniform subset.
     masks = mmd_mod._two_group_masks(5, 2, 5000, _TiedKeys(), np.random.default_rng(1))
+    assert np.all(masks.sum(axis=1) == 2)
+    _, counts = np.unique(masks @ (2 ** np.arange(5)), return_counts=True)
+    assert counts.size == 10
+    assert stats.chisquare(counts).pvalue > 1e-3
+
+
+class _FewKeys:
+    """A stand-in generator whose 16-bit keys take 3 values: many rows tie, some not."""
+
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+
+    def integers(self, low, high, size, dtype):
+        parts = self._rng.integers(0, 3, size=(*size, 4)).astype(np.uint64)
+        return (parts << (16 * np.arange(4, dtype=np.uint64))).sum(axis=-1).astype(dtype)
+
+
+def test_partly_tied_16_bit_keys_give_uniform_subsets():
+    # Rows without a tie at the threshold are kept, the others redrawn: the mixture
+    # is still uniform over the C(5, 2) placements (the no-tie event is symmetric).
+    masks = mmd_mod._two_group_masks(5, 2, 6000, _FewKeys(3), np.random.default_rng(1))
     assert np.all(masks.sum(axis=1) == 2)
     _, counts = np.unique(masks @ (2 ** np.arange(5)), return_counts=True)
     assert counts.size == 10
