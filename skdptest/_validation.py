@@ -19,6 +19,7 @@ __all__ = [
     "check_generator",
     "check_int",
     "check_real",
+    "is_dask",
 ]
 
 
@@ -65,6 +66,12 @@ def check_delta(value, name="delta"):
 def check_alpha(value, name="alpha"):
     """A level must lie in (0, 1)."""
     return check_real(value, name, low=0.0, high=1.0, low_open=True, high_open=True)
+
+
+def is_dask(X):
+    """Whether ``X`` is a dask collection (array, dataframe or series), without importing
+    dask (the families that take dask input share this test)."""
+    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "__dask_graph__")
 
 
 def check_budget(budget):

@@ -33,6 +33,13 @@ from ._bandwidth import (
     trace_abs_error,
     uses_aggregate,
 )
+from ._distributed import (
+    check_finite,
+    dask_feature_rows,
+    is_dask,
+    refuse_dask,
+    validate_dask_input,
+)
 from ._features import (
     FEATURE_RADIUS,
     MAX_COMPONENTS,
@@ -1079,6 +1086,10 @@ class DPHSICTest(BasePrivateTest):
         return params
 
     def _validate_input(self, X, y, reset):
+        if is_dask(X):  # lazily: metadata only (finiteness is checked in the plan)
+            return validate_dask_input(self, X, y, reset, labels=False)
+        if is_dask(y):  # X in memory: y (n values) is brought to it
+            y = y.compute()
         X, y = validate_data(self, X, y, reset=reset, dtype="numeric", multi_output=True,
                              y_numeric=True)
         y = np.asarray(y, dtype=np.float64)
@@ -1090,6 +1101,10 @@ class DPHSICTest(BasePrivateTest):
         n = X.shape[0]
         if n < 2:
             raise ValueError(f"DPHSICTest needs at least 2 samples; got {n} sample.")
+        if is_dask(X):
+            refuse_dask("DPHSICTest", params["method"],
+                        (("kernel_params", params["kernel_params"]),
+                         ("y_kernel_params", params["y_kernel_params"])))
         if params["method"] == "features":
             return self._features_plan(params, X, y)
         kx = resolve_kernel(params["kernel"], params["kernel_params"], params["kernel_bound"],
@@ -1170,6 +1185,8 @@ class DPHSICTest(BasePrivateTest):
                 noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
         sensitivity = hsic_sensitivity(n, 2.0 * FEATURE_RADIUS, 2.0 * FEATURE_RADIUS)
         abs_error = feature_hsic_abs_error(n, D, D)
+        if is_dask(X):  # NaN / infinity refused on the workers, before the charge
+            check_finite(X, y)
         return _HSICPlan(
             kernels=(None, None), median=median, squared=False, sensitivity=sensitivity,
             abs_error=abs_error, noise_epsilon=noise_epsilon,
@@ -1192,8 +1209,13 @@ class DPHSICTest(BasePrivateTest):
             gamma_y = released[1] = float(private_median_gamma(y, name_y, eps_bw, rng))
         omega_x = draw_frequencies(name_x, gamma_x, X.shape[1], D, rng)
         omega_y = draw_frequencies(name_y, gamma_y, y.shape[1], D, rng)
-        stats = feature_hsic_statistics(feature_map(X, omega_x), feature_map(y, omega_y),
-                                        params["n_permutations"], rng)
+        if is_dask(X):
+            # a permutation pairs rows of different chunks: no per-chunk sums exist, so
+            # the feature rows (never the raw rows) are gathered, 8 n (Dx + Dy) bytes
+            F, G = dask_feature_rows(X, omega_x), dask_feature_rows(y, omega_y)
+        else:
+            F, G = feature_map(X, omega_x), feature_map(y, omega_y)
+        stats = feature_hsic_statistics(F, G, params["n_permutations"], rng)
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
