@@ -64,6 +64,7 @@ __all__ = [
     "dask_mmd_memory_bytes",
     "is_dask",
     "refuse_dask",
+    "stack_dask_samples",
     "validate_dask_input",
 ]
 
@@ -138,8 +139,11 @@ def _as_dask_array(X, name):
     if hasattr(X, "to_dask_array"):  # dask dataframe or series: lengths are public
         if getattr(X, "ndim", 1) == 2:
             names = _numeric_frame(X, name)
-        elif getattr(getattr(X, "dtype", None), "name", "") == "category":
-            X = X.astype(X.dtype.categories.dtype)
+        else:  # a series (labels): categories as their values, extension dtypes as numpy
+            if getattr(X.dtype, "name", "") == "category":
+                X = X.astype(X.dtype.categories.dtype)
+            if not isinstance(X.dtype, np.dtype):  # e.g. pandas strings: object, as numpy
+                X = X.astype(getattr(X.dtype, "numpy_dtype", None) or object)
         X = X.to_dask_array(lengths=True)
         if names is not None and X.dtype.kind == "O":  # mixed numeric columns
             X = X.astype(np.float64)
@@ -368,3 +372,28 @@ def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
     packed = entries // 8 + n_chunks * n_masks * per
     sums = 16 * n_components * (n_masks * per + n_groups) * (n_chunks + 2)
     return masks + packed + sums + 64 * (n_permutations + 1)
+
+
+def stack_dask_samples(samples):
+    """``X, y`` of :meth:`DPMMDTest.test_samples` for dask samples, built lazily.
+
+    The samples are concatenated (dataframes as arrays) and labelled ``0, 1, ...`` in
+    order; ``y`` is chunked like the rows of ``X``. Nothing is computed but chunk sizes.
+    """
+    import dask.array as da
+
+    arrays = []
+    for i, sample in enumerate(samples):
+        arr, _ = _as_dask_array(sample, "X")
+        if arr.ndim != 2:
+            raise ValueError(
+                f"test_samples takes 2-D samples of shape (n_i, n_features); sample {i} "
+                f"has shape {arr.shape} (reshape a single feature with x.reshape(-1, 1)).")
+        arrays.append(arr)
+    widths = [a.shape[1] for a in arrays]
+    if len(set(widths)) != 1:
+        raise ValueError(f"test_samples needs the same number of features in every "
+                         f"sample; got {widths}.")
+    X = da.concatenate(arrays, axis=0)
+    y = np.repeat(np.arange(len(arrays)), [a.shape[0] for a in arrays])
+    return X, da.from_array(y, chunks=(X.chunks[0],))

@@ -36,6 +36,15 @@ from ._bandwidth import (
     trace_abs_error,
     uses_aggregate,
 )
+from ._distributed import (
+    dask_feature_mmd_statistics,
+    dask_labels,
+    dask_mmd_memory_bytes,
+    is_dask,
+    refuse_dask,
+    stack_dask_samples,
+    validate_dask_input,
+)
 from ._features import (
     FEATURE_RADIUS,
     MAX_COMPONENTS,
@@ -897,10 +906,22 @@ class DPMMDTest(BasePrivateTest):
                 f"DPMMDTest takes group labels y of shape (n_samples,); got an array of "
                 f"shape {np.shape(y)}, which looks like a second sample."
             )
+        if is_dask(X):  # lazily: metadata only (finiteness and labels in the plan)
+            return validate_dask_input(self, X, y, reset, labels=True)
+        if is_dask(y):  # X in memory: the labels (N values) are brought to it
+            y = y.compute()
         X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=False)
         return X.astype(np.float64, copy=False), y
 
     def _plan(self, params, X, y):
+        labels = None
+        if is_dask(X):
+            refuse_dask("DPMMDTest", params["method"],
+                        (("kernel_params", params["kernel_params"]),))
+            # per-chunk distinct labels and counts from the workers (after their NaN
+            # checks): the public classes and sizes; the labels' kind is their classes'
+            labels = dask_labels(X, y)
+            y = labels.classes
         kind = type_of_target(y)
         if kind == "unknown":
             raise ValueError(
@@ -913,14 +934,17 @@ class DPMMDTest(BasePrivateTest):
                 f"DPMMDTest needs discrete group labels y; got {kind} values (a second "
                 "sample or a continuous variable is not a grouping)."
             )
-        classes, codes = np.unique(y, return_inverse=True)
-        codes = codes.ravel()
+        if labels is None:
+            classes, codes = np.unique(y, return_inverse=True)
+            codes = codes.ravel()
+        else:  # the per-row labels stay on the workers (codes: the lazy DaskLabels)
+            classes, codes = labels.classes, labels
         if classes.size < 2:
             raise ValueError(
                 f"DPMMDTest needs at least 2 groups in y; got {classes.size} class "
                 f"({X.shape[0]} sample(s))."
             )
-        sizes = np.bincount(codes)
+        sizes = np.bincount(codes) if labels is None else labels.sizes
         if sizes.min() < 2:
             raise _two_sample_error(
                 f"DPMMDTest needs at least 2 rows in every group of y; the smallest of "
@@ -974,8 +998,12 @@ class DPMMDTest(BasePrivateTest):
                 f"method='features' accepts at most {MAX_EXACT_ROWS} rows (exact integer "
                 f"sums); got N = {n}.")
         D = params["n_components"]
-        memory = feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
-                                          params["n_permutations"])
+        if is_dask(X):  # the client's share: masks, packed slices, returned sums
+            memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), D, n_groups,
+                                           params["n_permutations"])
+        else:
+            memory = feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
+                                              params["n_permutations"])
         check_memory(memory, params["max_memory"],
                      f"DPMMDTest(method='features', n_components={D}) with N = {n} rows")
         median = uses_private_median(params["kernel"], params["kernel_params"])
@@ -1004,8 +1032,12 @@ class DPMMDTest(BasePrivateTest):
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
             gamma = released = float(private_median_gamma(X, name, eps_bw, rng))
         omega = draw_frequencies(name, gamma, X.shape[1], D, rng)
-        stats = feature_mmd_statistics(feature_map(X, omega), plan.codes,
-                                       params["n_permutations"], rng)
+        if is_dask(X):  # feature rows on the workers; only exact sums come back
+            stats = dask_feature_mmd_statistics(X, plan.codes, omega,
+                                                params["n_permutations"], rng)
+        else:
+            stats = feature_mmd_statistics(feature_map(X, omega), plan.codes,
+                                           params["n_permutations"], rng)
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
@@ -1086,6 +1118,8 @@ class DPMMDTest(BasePrivateTest):
         >>> bool(res.reject)
         True
         """
+        if any(is_dask(s) for s in (X1, X2, *more)):  # stacked lazily, labelled 0, 1, ...
+            return self.test(*stack_dask_samples((X1, X2, *more)))
         samples = []
         for i, sample in enumerate((X1, X2, *more)):
             arr = sample if hasattr(sample, "iloc") else np.asarray(sample)
