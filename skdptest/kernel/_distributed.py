@@ -148,7 +148,7 @@ def _as_dask_array(X, name):
         if names is not None and X.dtype.kind == "O":  # mixed numeric columns
             X = X.astype(np.float64)
     elif not is_dask(X):
-        X = da.from_array(np.asarray(X))
+        X = da.from_array(np.asarray(X), chunks=-1)  # rechunked to the rows of X later
     if any(math.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()  # the row count is public
     return X, names
@@ -321,9 +321,8 @@ def dask_feature_mmd_statistics(X, labels, omega, n_permutations, rng, *,
     y_blocks = labels.y.to_delayed().ravel()
     edges = np.cumsum((0,) + X.chunks[0])
     classes = labels.classes
-    parts = dask.compute(*[dask.delayed(chunk_group_sums, pure=False)(f, yb, classes)
-                           for f, yb in zip(blocks, y_blocks, strict=True)])
-    group_sums = _exact_sum(parts)
+    group_sums = _tree_sum([dask.delayed(chunk_group_sums, pure=False)(f, yb, classes)
+                            for f, yb in zip(blocks, y_blocks, strict=True)])
     codes = None
     if classes.size > 2:  # the relabellings shuffle the observed codes (see the notes)
         codes = labels.y.map_blocks(_chunk_codes, classes,
@@ -334,7 +333,7 @@ def dask_feature_mmd_statistics(X, labels, omega, n_permutations, rng, *,
         tasks = [dask.delayed(chunk_masked_sums, pure=False)(
                     f, np.packbits(masks[:, a:b], axis=1), b - a)
                  for f, a, b in zip(blocks, edges[:-1], edges[1:], strict=True)]
-        return _exact_sum(dask.compute(*tasks))
+        return _tree_sum(tasks)
 
     # the persisted feature rows are released on the workers when F goes out of scope
     return mmd_statistics_from_sums(masked_sums, group_sums, labels.sizes, n_permutations,
@@ -349,6 +348,18 @@ def _exact_sum(parts):
     return out
 
 
+def _tree_sum(tasks, fan_in=8):
+    """The exact sum of the delayed per-chunk arrays, added on the workers in a tree
+    (``fan_in`` at a time), so that one array comes back to the client, not one per
+    chunk; integer sums, so the order does not change a bit."""
+    import dask
+
+    while len(tasks) > 1:
+        tasks = [dask.delayed(_exact_sum, pure=False)(tasks[i:i + fan_in])
+                 for i in range(0, len(tasks), fan_in)]
+    return np.asarray(dask.compute(tasks[0])[0])
+
+
 def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
                           max_mask_bytes=None):
     """Estimated peak memory, in bytes, of a dask feature dpMMD release on the client.
@@ -356,8 +367,9 @@ def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
     One chunk of relabelling masks as the numpy path draws it (two groups: bool masks
     and at most ``MAX_KEY_BYTES`` of keys; more groups: int8 labels and bool masks, plus
     the gathered codes, up to 4 bytes a row), its packed column slices (1 bit per
-    entry), the per-chunk sums that come back (``(rows, 2 D)`` float64 per X chunk),
-    the group sums, and the B + 1 statistics with their noise. The feature rows stay
+    entry, plus the graph's copies: counted twice), the sums that come back (one
+    ``(rows, 2 D)`` float64 array: the per-chunk sums are added on the workers) and
+    their few temporaries, and the B + 1 statistics with their noise. The feature rows stay
     on the workers (each holds ``8 D`` bytes per row of its chunks).
     """
     if max_mask_bytes is None:
@@ -369,8 +381,8 @@ def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
         masks = entries + min(MAX_KEY_BYTES, 2 * entries)
     else:
         masks = 3 * entries + 4 * n
-    packed = entries // 8 + n_chunks * n_masks * per
-    sums = 16 * n_components * (n_masks * per + n_groups) * (n_chunks + 2)
+    packed = 2 * (entries // 8 + n_chunks * n_masks * per)
+    sums = 16 * n_components * (n_masks * per + n_groups) * 6
     return masks + packed + sums + 64 * (n_permutations + 1)
 
 
