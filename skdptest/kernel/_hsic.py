@@ -920,7 +920,13 @@ class DPHSICTest(BasePrivateTest):
         ``8 (n - 1) R^2 / n^2``, certified float64 error
         (:func:`~skdptest.kernel._features.feature_hsic_abs_error`), O(n D^2 B) time,
         O(n D) memory. Random permutations only (``cyclic=True`` is refused); the
-        result's ``method`` is ``"dpHSIC features"``.
+        result's ``method`` is ``"dpHSIC features"``. **Dask input**: with
+        ``"features"``, ``X`` (and ``y``) may be dask arrays or dataframes; a
+        permutation pairs rows of different chunks, so no per-chunk sums exist: the
+        quantised feature rows (never the raw rows) are computed on the workers and
+        gathered to the client (``8 n (Dx + Dy)`` bytes), where the permutations run;
+        the release is the numpy input's, bit for bit. ``"exact"`` (and a private
+        median bandwidth) refuse dask input before the charge.
     n_components : int, default=64
         Number D of random frequencies per side (2D features) with
         ``method="features"``, in [1, 2**14]; ignored otherwise.
