@@ -730,7 +730,13 @@ class DPMMDTest(BasePrivateTest):
         O(N D) memory plus one chunk of relabelling masks. Validity is exact
         (conditionally on the data-independent frequencies the test is a
         permutation test); only the power differs from the exact kernel's. See
-        :mod:`skdptest.kernel._features`.
+        :mod:`skdptest.kernel._features`. **Dask input**: with ``"features"``, ``X``
+        may be a dask array or dataframe (numeric) and ``y`` numpy, pandas or dask;
+        the feature rows are computed and kept on the workers, which return exact
+        integer sums only, and the release is the numpy input's, bit for bit (see
+        :mod:`skdptest.kernel._distributed`). ``"exact"`` (and the private median
+        bandwidth) refuse dask input with a ``TypeError`` (``ValueError``) before
+        the charge.
     n_components : int, default=64
         Number D of random frequencies (2D features) with ``method="features"``,
         in [1, 2**14]; ignored otherwise.
@@ -770,6 +776,10 @@ class DPMMDTest(BasePrivateTest):
     two groups and at least two rows in every group. For two samples use
     :meth:`test_samples`, or stack them:
     ``X = np.vstack([X1, X2]); y = np.repeat([0, 1], [len(X1), len(X2)])``.
+    ``X`` may be a dask array or dataframe with ``method="features"`` (see
+    ``method``); the classes and group sizes are then counted per chunk on the
+    workers, and with three or more groups the group codes (one byte per row) are
+    gathered to the client, which draws the relabellings.
 
     **Two groups** (sizes m, n). The statistic is
     :math:`\mathrm{MMD}_b = \|\hat\mu_1 - \hat\mu_2\|_{\mathcal H} = \sqrt{v^\top K v}`
