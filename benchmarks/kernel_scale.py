@@ -23,6 +23,10 @@ Usage::
 
 4. ``--hsic``: the blocked exact dpHSIC (one fit per (n, B), fresh worker each), with the
    planned ``hsic_memory_bytes`` next to the measured peak; appended to the results file.
+5. ``--dask [N ...]``: features dpMMD (d = 10, B = 2000, D = 64) on a 2-worker dask
+   LocalCluster, the data generated on the workers (``dask.array.random``): wall time,
+   the client's peak RSS (and its planned share, ``dask_mmd_memory_bytes``), each
+   worker's peak RSS; appended to the results file.
 """
 
 from __future__ import annotations
@@ -61,6 +65,44 @@ def _hsic_worker(spec):
     print(json.dumps({"wall": wall, "peak_mb": peak, "base_mb": base, "pvalue": res.pvalue}))
 
 
+def _dask_worker(spec):
+    # features dpMMD on a 2-worker LocalCluster; the data are generated on the workers
+    # (dask.array.random), so this client process never holds them
+    import dask.array as da
+    import distributed
+
+    from skdptest import DPMMDTest
+
+    n, d, chunk = spec["n"], spec["d"], spec["chunk"]
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        X = da.random.default_rng(0).normal(size=(n, d), chunks=(chunk, d))
+        rows = da.arange(n, chunks=chunk)
+        X = X + 0.05 * (rows >= n // 2)[:, None] * np.eye(d)[0]
+        y = (rows >= n // 2).astype(np.int8)
+        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        est = DPMMDTest(method="features", n_components=spec["D"],
+                        kernel_params={"gamma": 1.0 / d}, n_permutations=spec["B"],
+                        max_memory=64 * 2**30, random_state=0)
+        t = time.perf_counter()
+        res = est.fit(X, y).result_
+        wall = time.perf_counter() - t
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        workers = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        plan = est._prepare(X, y, reset=False).plan.memory_bytes / 2**20
+    print(json.dumps({"wall": wall, "peak_mb": peak, "base_mb": base, "pvalue": res.pvalue,
+                      "workers_mb": sorted(v / 1024.0 for v in workers.values()),
+                      "plan_mb": plan, "chunks": -(-n // chunk)}))
+
+
+def run_dask(n, d=10, B=2000, D=64, chunk=50_000):
+    spec = json.dumps({"test": "dask", "n": n, "d": d, "B": B, "D": D, "chunk": chunk})
+    out = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def _worker(spec):
     import numpy as np
 
@@ -68,6 +110,9 @@ def _worker(spec):
 
     if spec.get("test") == "hsic":
         _hsic_worker(spec)
+        return
+    if spec.get("test") == "dask":
+        _dask_worker(spec)
         return
 
     rng = np.random.default_rng(0)
@@ -247,6 +292,9 @@ def main(argv=None):
                     help="paired power table only, at these epsilons (1e6: non-private); "
                          "appended to the results file")
     ap.add_argument("--power-reps", type=int, default=400)
+    ap.add_argument("--dask", type=int, nargs="*",
+                    help="features dpMMD on a 2-worker dask LocalCluster at these N (data "
+                         "generated on the workers); appended to the results file")
     ap.add_argument("--out", default=os.path.join(HERE, "results", "kernel_scale.txt"))
     args = ap.parse_args(argv)
     if args.worker:
@@ -265,6 +313,22 @@ def main(argv=None):
         lines[0] += f"; {time.strftime('%Y-%m-%d %H:%M')}, commit {_commit()}"
         emit(f"# load average before: {_load()}")
         power_table(emit, args.power_reps, args.power or (1.0, 10.0, NONPRIVATE_EPS))
+        emit(f"# load average after: {_load()}")
+        with open(args.out, "a") as fh:
+            fh.write("\n" + "\n".join(lines) + "\n")
+        return
+
+    if args.dask is not None:
+        lines[0] += f"; {time.strftime('%Y-%m-%d %H:%M')}, commit {_commit()}"
+        emit(f"# load average before: {_load()}")
+        emit("## features dpMMD, dask input: 2-worker LocalCluster (processes, 1 thread each), "
+             "d = 10, B = 2000, D = 64, chunks of 50 000 rows")
+        emit(f"{'N':>9} {'time s':>9} {'client MB':>10} {'base MB':>9} {'plan MB':>9} "
+             f"{'workers peak MB':>18}")
+        for n in args.dask or [1_000_000]:
+            r = run_dask(n)
+            emit(f"{n:>9} {r['wall']:>9.2f} {r['peak_mb']:>10.0f} {r['base_mb']:>9.0f} "
+                 f"{r['plan_mb']:>9.0f} {' / '.join(f'{w:.0f}' for w in r['workers_mb']):>18}")
         emit(f"# load average after: {_load()}")
         with open(args.out, "a") as fh:
             fh.write("\n" + "\n".join(lines) + "\n")
