@@ -474,6 +474,42 @@ def _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng):
     return out
 
 
+def _coefficient_columns(codes, sizes, n_stats, ksample, per_chunk, rng):
+    """The coefficient matrices of :func:`mmd_permutation_statistics`, lazily.
+
+    Returns ``(columns, n_chunks, finish)``: a generator of ``(N, c)`` matrices
+    (observed first, ``per_chunk`` statistics each; k-sample: the pooled column
+    ``1/N`` first), their number, and the map from their concatenated quadratic
+    forms to the B + 1 squared statistics.
+    """
+    n, n_groups = codes.size, sizes.size
+    starts = range(0, n_stats, per_chunk)
+    tie_rng = _tie_generator(rng) if n_groups == 2 else None
+    if not ksample:
+        def two_group():
+            # (rows, N) C-ordered; its transpose is the (N, rows) coefficient
+            # matrix, used by BLAS without a copy.
+            for start in starts:
+                yield _two_group_rows(codes, sizes, min(per_chunk, n_stats - start),
+                                      start == 0, rng, tie_rng).T
+
+        return two_group(), len(starts), lambda q: q
+    weights = 1.0 / np.sqrt(n * sizes.astype(np.float64))
+    groups = np.arange(n_groups)
+
+    def onehot():
+        yield np.full((n, 1), 1.0 / n)
+        for start in starts:
+            A = _relabelled_codes(codes, sizes, min(per_chunk, n_stats - start),
+                                  start == 0, rng, tie_rng)
+            yield ((A.T[:, :, None] == groups) * weights).reshape(n, -1)
+
+    def finish(q):
+        return q[1:].reshape(n_stats, n_groups).sum(axis=1) - q[0]
+
+    return onehot(), len(starts) + 1, finish
+
+
 def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample=None,
                                max_kernel_bytes=None, max_column_bytes=None, squared=False):
     """The B + 1 (non-private) MMD statistics: observed first, then permuted.
@@ -511,39 +547,15 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
     n_cols = n_groups if ksample else 1
     n_stats = n_permutations + 1
     per_chunk = max(1, int(max_column_bytes // (8 * n * n_cols)))
-    starts = range(0, n_stats, per_chunk)
 
     if ksample and n_groups > MANY_GROUPS and 8 * n * n <= (
             MAX_KERNEL_BYTES if max_kernel_bytes is None else max_kernel_bytes):
         stat2 = _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng)
-    elif ksample:
-        weights = 1.0 / np.sqrt(n * sizes.astype(np.float64))
-        groups = np.arange(n_groups)
-        tie_rng = _tie_generator(rng) if n_groups == 2 else None
-
-        def columns():
-            yield np.full((n, 1), 1.0 / n)
-            for start in starts:
-                A = _relabelled_codes(codes, sizes, min(per_chunk, n_stats - start),
-                                      start == 0, rng, tie_rng)
-                onehot = A.T[:, :, None] == groups
-                yield (onehot * weights).reshape(n, -1)
-
-        q = column_quadratic_forms(X, kernel, columns(), len(starts) + 1,
-                                   max_kernel_bytes=max_kernel_bytes)
-        stat2 = q[1:].reshape(n_stats, n_groups).sum(axis=1) - q[0]
     else:
-        tie_rng = _tie_generator(rng)
-
-        def columns():
-            # (rows, N) C-ordered; its transpose is the (N, rows) coefficient
-            # matrix, used by BLAS without a copy.
-            for start in starts:
-                yield _two_group_rows(codes, sizes, min(per_chunk, n_stats - start),
-                                      start == 0, rng, tie_rng).T
-
-        stat2 = column_quadratic_forms(X, kernel, columns(), len(starts),
-                                       max_kernel_bytes=max_kernel_bytes)
+        columns, n_chunks, finish = _coefficient_columns(codes, sizes, n_stats, ksample,
+                                                         per_chunk, rng)
+        stat2 = finish(column_quadratic_forms(X, kernel, columns, n_chunks,
+                                              max_kernel_bytes=max_kernel_bytes))
     if squared:  # the quadratic forms themselves (any bounded kernel)
         return stat2
     return np.sqrt(np.maximum(stat2, 0.0))
@@ -565,11 +577,15 @@ def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n
     """The B + 1 statistics of the bandwidth aggregate (see ``_bandwidth``).
 
     For every ``gamma`` of the public grid: the statistics ``s_b`` of
-    :func:`mmd_permutation_statistics` with the SAME relabellings (each bandwidth reads
-    its own copy of ``rng`` in the same state; ``rng`` then ends where one pass leaves
-    it), minus the relabelling-invariant centring ``h = sqrt(max(c, f))``. Returns the
-    maximum over the grid, for each b. Bandwidths are computed on ``n_jobs`` threads;
-    every value is computed by the same calls whatever ``n_jobs``.
+    :func:`mmd_permutation_statistics` with the SAME relabellings, minus the
+    relabelling-invariant centring ``h = sqrt(max(c, f))``. Returns the maximum over
+    the grid, for each b. When the kernel matrix is held (``8 N^2 <=
+    PREFETCH_KERNEL_BYTES``) and the coefficients form one chunk, they are drawn once
+    and shared by every bandwidth (one triangular product each); otherwise each
+    bandwidth reads its own copy of ``rng`` in the same state. Either way ``rng`` ends
+    where one pass leaves it, and the relabellings are those of one single-bandwidth
+    test. Bandwidths are computed on ``n_jobs`` threads; every value is computed by
+    the same calls whatever ``n_jobs``.
 
     Returns
     -------
@@ -577,18 +593,38 @@ def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n
     """
     codes = np.asarray(codes)
     sizes = np.bincount(codes)
-    copies = same_stream(rng, len(gammas))
+    n, n_groups = codes.size, sizes.size
+    ksample = n_groups > 2
+    n_stats = n_permutations + 1
+    per_chunk = max(1, int(MAX_COLUMN_BYTES // (8 * n * (n_groups if ksample else 1))))
+    copies = None
+    if (8 * n * n <= PREFETCH_KERNEL_BYTES and n_stats <= per_chunk
+            and not (ksample and n_groups > MANY_GROUPS)):
+        columns, _, finish = _coefficient_columns(codes, sizes, n_stats, ksample,
+                                                  per_chunk, rng)
+        chunks = list(columns)  # one matrix (k-sample: the pooled column, then one)
+
+        def statistics(i, k):
+            K = np.ascontiguousarray(k(X))
+            q = np.concatenate([triangular_quadratic_forms(K, V) for V in chunks])
+            return np.sqrt(np.maximum(finish(q), 0.0))
+    else:
+        copies = same_stream(rng, len(gammas))
+
+        def statistics(i, k):
+            return mmd_permutation_statistics(X, codes, n_permutations, copies[i], k)
 
     def one(i):
         k = kernel.with_gamma(gammas[i])
-        stats = mmd_permutation_statistics(X, codes, n_permutations, copies[i], k)
+        stats = statistics(i, k)
         h, _ = mmd_centre(_trace_hkh(X, k), sizes, kernel.kappa, kernel.nonnegative)
         if progress is not None:
             progress.step()
         return stats - h
 
     parts = map_in_threads(one, list(range(len(gammas))), n_jobs)
-    rng.bit_generator.state = copies[0].bit_generator.state
+    if copies is not None:
+        rng.bit_generator.state = copies[0].bit_generator.state
     return np.max(np.vstack(parts), axis=0)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import skdptest.kernel._mmd as mmd_mod
 from skdptest import DPHSICTest, DPMMDTest
 from skdptest._params import InvalidParameterError
 from skdptest.kernel._bandwidth import (
@@ -149,6 +150,24 @@ def test_centring_is_relabelling_invariant_so_validity_holds():
             c = 4 * (np.trace(K) - K.sum() / 30) / (30 * 29)
             vals.append(s - math.sqrt(max(c, AGGREGATE_FLOOR * 4 / 30)))
         assert stat[0] == pytest.approx(max(vals), abs=1e-7)  # sqrt near 0
+
+
+@pytest.mark.parametrize("sizes", [[14, 19], [8, 9, 10]])
+def test_mmd_aggregate_shared_relabellings_match_per_bandwidth_copies(monkeypatch, sizes):
+    # Small N: the coefficients are drawn once and shared by every bandwidth; with the
+    # held-kernel cap at 0 each bandwidth draws them from its own copy of rng instead.
+    # Same relabellings, same values up to rounding, same end state of rng.
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(sum(sizes), 2)) * 3.0
+    codes = np.repeat(np.arange(len(sizes)), sizes)
+    kernel = resolve_kernel("rbf", None, None, X)
+    gammas = bandwidth_grid("rbf", 2)
+    g1, g2 = np.random.default_rng(4), np.random.default_rng(4)
+    shared = mmd_aggregate_statistics(X, codes, 25, g1, kernel, gammas)
+    monkeypatch.setattr(mmd_mod, "PREFETCH_KERNEL_BYTES", 0)
+    copies = mmd_aggregate_statistics(X, codes, 25, g2, kernel, gammas)
+    np.testing.assert_allclose(shared, copies, rtol=0, atol=1e-7)  # sqrt near 0
+    assert g1.bit_generator.state == g2.bit_generator.state
 
 
 @pytest.mark.parametrize("cyclic", [False, True])
