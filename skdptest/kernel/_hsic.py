@@ -89,8 +89,7 @@ _F32_BOUND_SAFETY = 2.0
 # 0.4 s and 50 MB); plain numpy is the default-installable path.
 _NOT_LOADED = object()
 _numba = _NOT_LOADED
-_numba_kernel = None
-_numba_block_kernel = None
+_numba_trace_kernel = None
 _PRECISIONS = ("auto", "float32", "float64")
 
 
@@ -255,38 +254,36 @@ def _traces_numpy(Kc, L, perms):
     return out
 
 
-def _get_numba_kernel():  # pragma: no cover - needs numba
-    global _numba_kernel
-    if _numba_kernel is None:
-        njit, prange = _numba.njit, _numba.prange
+def _get_trace_kernel():  # pragma: no cover - needs numba
+    global _numba_trace_kernel
+    if _numba_trace_kernel is None:
+        numba = _load_numba()
+        njit, prange = numba.njit, numba.prange
 
         @njit(parallel=True, fastmath=True, cache=True)
-        def traces(Kc, L, perms):
-            # One source, two specialisations: float64 matrices (the exact
-            # path) or float32 copies (the certified path: half the memory
-            # traffic). Every product is formed and summed in float64; the
-            # product of two float32 values is exact in float64.
-            # Blocks of 8 permutations share each row of Kc. The needed row of
-            # L is first copied (a sequential stream) into a cache-resident
-            # buffer, then gathered: random reads straight from L are
-            # latency-bound (about 1.5x slower at n = 4000), except for the
-            # first rows, which gather so few entries that the copy costs more.
-            # Only the lower triangle j < i is gathered (both matrices are
-            # symmetric). int32 indices keep the permutation row in L1 with
-            # the buffer. Each sum is accumulated per block (no writes to
-            # shared cache lines) in the same order whatever the block, so a
-            # permutation's value does not depend on the others in the call.
+        def block_traces(Kt, L, perms, start, acc):
+            # acc[b] += sum over the block's rows i = start + r of
+            # 2 sum_{j<i} Kt[r, j] L[p_i, p_j] + Kt[r, i] L[p_i, p_i]  (K~ and L symmetric:
+            # one triangle). One source for every caller: the whole matrix (start = 0,
+            # float64 L: the aggregate's exact path) or row blocks of K~ against the
+            # float32 copy of L (the blocked path: half the memory traffic; the product
+            # of two float32 values is exact in float64). Groups of 8 permutations share
+            # each row of K~; the row of L is first copied (a sequential stream) into a
+            # cache-resident buffer of L's dtype, then gathered (random reads straight
+            # from L are latency-bound), except for the first rows, which gather so few
+            # entries that the copy costs more. Every product is formed and summed in
+            # float64; any summation order is covered by the error bounds (fastmath may
+            # reassociate).
             n_perm, n = perms.shape
-            out = np.zeros(n_perm)
-            n_blocks = (n_perm + 7) // 8
+            n_groups = (n_perm + 7) // 8
             direct = n // 16
-            for blk in prange(n_blocks):
-                b0 = 8 * blk
+            for grp in prange(n_groups):
+                b0 = 8 * grp
                 b1 = min(b0 + 8, n_perm)
-                acc = np.zeros(8)
                 buf = np.empty_like(L[0])
-                for i in range(n):
-                    Ki = Kc[i]
+                for r in range(Kt.shape[0]):
+                    i = start + r
+                    Ki = Kt[r]
                     for b in range(b0, b1):
                         p = perms[b]
                         row = L[p[i]]
@@ -299,13 +296,10 @@ def _get_numba_kernel():  # pragma: no cover - needs numba
                                 buf[j] = row[j]
                             for j in range(i):
                                 s += np.float64(Ki[j]) * np.float64(buf[p[j]])
-                        acc[b - b0] += 2.0 * s + np.float64(Ki[i]) * np.float64(row[p[i]])
-                for b in range(b0, b1):
-                    out[b] = acc[b - b0]
-            return out
+                        acc[b] += 2.0 * s + np.float64(Ki[i]) * np.float64(row[p[i]])
 
-        _numba_kernel = traces
-    return _numba_kernel
+        _numba_trace_kernel = block_traces
+    return _numba_trace_kernel
 
 
 def _resolve_backend(backend, work):
@@ -332,8 +326,10 @@ def permutation_traces(Kc, L, perms, backend="auto"):
     work = float(n) * n * perms.shape[0]
     backend = _resolve_backend(backend, work)
     if backend == "numba":  # pragma: no cover - needs numba
-        return _get_numba_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
-                                   np.ascontiguousarray(perms, dtype=np.int32))
+        acc = np.zeros(perms.shape[0])
+        _get_trace_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
+                            np.ascontiguousarray(perms, dtype=np.int32), 0, acc)
+        return acc
     n_threads = min(os.cpu_count() or 1, 8) if work >= _THREADS_MIN_WORK else 1
     if n_threads == 1:
         return _traces_numpy(Kc, L, perms)
@@ -521,47 +517,6 @@ def _blocked_error_bound(n, k_abs_sum, l_max, scale):
     return _F32_BOUND_SAFETY * eta
 
 
-def _get_block_kernel():  # pragma: no cover - needs numba
-    global _numba_block_kernel
-    if _numba_block_kernel is None:
-        numba = _load_numba()
-        njit, prange = numba.njit, numba.prange
-
-        @njit(parallel=True, fastmath=True, cache=True)
-        def block_traces(Kt, L32, perms, start, acc):
-            # acc[b] += sum over the block's rows i of 2 sum_{j<i} K~_ij L32[p_i, p_j]
-            # + K~_ii L32[p_i, p_i]. Groups of 8 permutations share each row of K~; the row
-            # of L32 is streamed into a cache-resident buffer before its gather (rows
-            # below n/16 gather so few entries that they read L32 directly). Any summation
-            # order is covered by the error bound (fastmath may reassociate).
-            n_perm, n = perms.shape
-            n_groups = (n_perm + 7) // 8
-            direct = n // 16
-            for grp in prange(n_groups):
-                b0 = 8 * grp
-                b1 = min(b0 + 8, n_perm)
-                buf = np.empty(n, dtype=np.float32)
-                for r in range(Kt.shape[0]):
-                    i = start + r
-                    Ki = Kt[r]
-                    for b in range(b0, b1):
-                        p = perms[b]
-                        row = L32[p[i]]
-                        s = 0.0
-                        if i < direct:
-                            for j in range(i):
-                                s += Ki[j] * np.float64(row[p[j]])
-                        else:
-                            for j in range(n):
-                                buf[j] = row[j]
-                            for j in range(i):
-                                s += Ki[j] * np.float64(buf[p[j]])
-                        acc[b] += 2.0 * s + Ki[i] * np.float64(row[p[i]])
-
-        _numba_block_kernel = block_traces
-    return _numba_block_kernel
-
-
 def _block_traces_numpy(Kw, L32, perms, start, stop):
     """``sum_ij Kw_ij L32[p_(start+i), p_j]`` for each permutation (float64 products)."""
     out = np.empty(perms.shape[0])
@@ -615,7 +570,7 @@ def _float32_pass(X, Y, perms, kernel_x, kernel_y, m, g, backend, block_rows):
             observed.add((Kw * Lrows)[W > 0])
             del Lrows
             if backend == "numba":  # pragma: no cover - needs numba
-                _get_block_kernel()(np.ascontiguousarray(Kt), L32, rest, s, acc)
+                _get_trace_kernel()(np.ascontiguousarray(Kt), L32, rest, s, acc)
             elif pool is None:
                 acc += _block_traces_numpy(Kw, L32, rest, s, e)
             else:
