@@ -243,7 +243,8 @@ def _block_edges(n):
     return np.linspace(0, n, n_blocks + 1).round().astype(int)
 
 
-def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=None):
+def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=None,
+                           col_sq=None):
     """``diag(V^T K V)`` for every column chunk ``V`` produced by ``columns``.
 
     ``K`` is the kernel matrix of ``X``. When it is held (one column chunk and
@@ -263,6 +264,8 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
         Coefficient matrices, consumed one at a time.
     n_chunks : int
         Number of chunks ``columns`` yields.
+    col_sq : float, optional
+        See :func:`triangular_quadratic_forms`.
 
     Returns
     -------
@@ -273,17 +276,17 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
     n = len(X)
     columns = iter(columns)
     if n_chunks > 1 and 8 * n * n <= max_kernel_bytes:
-        K = np.ascontiguousarray(kernel(X))
-        return np.concatenate([triangular_quadratic_forms(K, V) for V in columns])
+        K = held_kernel(X, kernel)
+        return np.concatenate([triangular_quadratic_forms(K, V, col_sq) for V in columns])
     if n_chunks == 1 and 8 * n * n <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes):
         # Small kernel, one chunk: draw the coefficients in a thread while the
         # (mostly single-threaded: exp) kernel is evaluated; numpy's bounded
         # integers and partition release the GIL.
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(next, columns)
-            K = np.ascontiguousarray(kernel(X))
+            K = held_kernel(X, kernel)
             V = first.result()
-        return triangular_quadratic_forms(K, V)
+        return triangular_quadratic_forms(K, V, col_sq)
     edges = _block_edges(n)
     pairs = [(i, j) for i in range(len(edges) - 1) for j in range(i, len(edges) - 1)]
     out = []
@@ -300,7 +303,29 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
     return np.concatenate(out)
 
 
-def triangular_quadratic_forms(K, V):
+_BLAS_CONTROLLER = None
+
+
+def held_kernel(X, kernel):
+    """The kernel matrix of ``X`` (C-ordered), evaluated with every BLAS on one thread.
+
+    Why: the distance product inside the kernel runs on numpy's BLAS, the triangular
+    product (:func:`triangular_quadratic_forms`) on scipy's; the pip wheels ship two
+    OpenBLAS builds whose idle worker threads keep spinning for a while after a call,
+    so a two-thread numpy product right before ``dtrmm`` leaves it one core (measured
+    here at N = 1000: 22 ms alone, 48 ms after a small numpy product). The kernel's
+    own work is mostly the single-threaded ``exp``.
+    """
+    global _BLAS_CONTROLLER
+    if _BLAS_CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER = ThreadpoolController()
+    with _BLAS_CONTROLLER.limit(limits=1, user_api="blas"):
+        return np.ascontiguousarray(kernel(X))
+
+
+def triangular_quadratic_forms(K, V, col_sq=None):
     """``diag(V^T K V)`` from the lower triangle of ``K``: half the work of ``K @ V``.
 
     With ``L`` the strict lower triangle of ``K`` and ``d`` its diagonal, ``v^T K v =
@@ -316,6 +341,10 @@ def triangular_quadratic_forms(K, V):
         C-ordered kernel matrix (its transpose is the Fortran-ordered upper
         triangle handed to BLAS, no copy).
     V : ndarray of shape (N, C)
+    col_sq : float, optional
+        ``sum_i v_i^2``, the same for every column (two-group coefficients: ``1/m``
+        on m rows, ``-1/n`` on n rows, ``m (1/m)^2 + n (1/n)^2`` in a few roundings);
+        used when the diagonal of ``K`` is constant, instead of a pass over ``V``.
 
     Returns
     -------
@@ -325,7 +354,12 @@ def triangular_quadratic_forms(K, V):
     P = _blas.dtrmm(1.0, K.T, V, lower=0, diag=1)
     q = np.einsum("ij,ij->j", V, P)
     q *= 2.0
-    q += np.einsum("ij,ij,i->j", V, V, np.diagonal(K) - 2.0)
+    d = np.diagonal(K)
+    if col_sq is not None and np.all(d == d[0]):
+        # constant diagonal (rbf, laplacian: exactly 1): one product per matrix
+        q += (d[0] - 2.0) * col_sq
+    else:
+        q += np.einsum("ij,ij,i->j", V, V, d - 2.0)
     return q
 
 
@@ -348,23 +382,30 @@ def _smallest_int_dtype(n_values):
 KEY16_MAX_ROWS = 4096
 
 
-def _two_group_masks(n, m, n_rows, rng, tie_rng):
+def _two_group_masks(n, m, n_rows, rng, tie_rng, out=None):
     """``n_rows`` uniformly random ``m``-subsets of ``range(n)`` as boolean masks.
 
     Each row gets ``n`` i.i.d. uniform keys (16-bit up to ``KEY16_MAX_ROWS``
     rows, else 32-bit; one bulk draw of ``ceil(n / 4)`` or ``ceil(n / 2)`` 64-bit
     words per row) and the ``m`` smallest are selected with ``np.partition`` (O(n),
-    no sorting and no sequential shuffle). The keys are exchangeable, so the
-    selected set is uniform over the ``m``-subsets whenever the ``m``-th smallest
-    key is unique (an event invariant under permuting the positions); a row with a
-    tie there is redrawn with 32-bit keys from ``tie_rng`` until it has none
-    (rejection keeps the law exact). Redraws never touch ``rng``, so the
-    relabellings do not depend on how the rows are chunked.
+    no sorting and no sequential shuffle; large draws on two threads, which gives
+    the same masks). The keys are exchangeable, so the selected set is uniform over
+    the ``m``-subsets whenever the ``m``-th smallest key is unique (an event
+    invariant under permuting the positions); a row with a tie there is redrawn
+    with 32-bit keys from ``tie_rng`` until it has none (rejection keeps the law
+    exact), in row order. Redraws never touch ``rng``, so the relabellings do not
+    depend on how the rows are chunked. Written into ``out`` when given.
     """
     per_word = 4 if n <= KEY16_MAX_ROWS else 2
     words = rng.integers(0, 2**64, size=(n_rows, -(-n // per_word)), dtype=np.uint64)
     keys = words.view(np.uint16 if per_word == 4 else np.uint32)[:, :n]
-    masks = keys <= np.partition(keys, m - 1, axis=1)[:, m - 1:m]
+    masks = np.empty((n_rows, n), dtype=bool) if out is None else out
+
+    def select(r0, r1):
+        k = keys[r0:r1]
+        np.less_equal(k, np.partition(k, m - 1, axis=1)[:, m - 1:m], out=masks[r0:r1])
+
+    _in_row_halves(select, n_rows, n)
     for r in np.flatnonzero(np.count_nonzero(masks, axis=1) != m):
         while True:
             row = tie_rng.integers(0, 2**32, size=n, dtype=np.uint32)
@@ -372,6 +413,24 @@ def _two_group_masks(n, m, n_rows, rng, tie_rng):
             if np.count_nonzero(masks[r]) == m:
                 break
     return masks
+
+
+# Below this many entries, relabelling work stays on one thread.
+_TWO_THREADS_MIN = 2**19
+
+
+def _in_row_halves(func, n_rows, n_cols):
+    """``func(0, n_rows)``, split into two row halves on two threads when the work is
+    large (numpy's partition and ufuncs release the GIL); the rows are independent,
+    so the results are the same."""
+    if n_rows < 2 or n_rows * n_cols < _TWO_THREADS_MIN:
+        func(0, n_rows)
+        return
+    mid = n_rows // 2
+    with ThreadPoolExecutor(1) as pool:
+        other = pool.submit(func, 0, mid)
+        func(mid, n_rows)
+        other.result()
 
 
 def _two_group_coefficients(masks, first, second):
@@ -385,11 +444,16 @@ def _two_group_coefficients(masks, first, second):
         if slope + second == first:
             break
         slope = np.nextafter(slope, np.inf if slope + second < first else -np.inf)
-    out = np.multiply(masks, slope)
+    out = np.empty(masks.shape)
     if slope + second != first:  # pragma: no cover - not seen in float64
         out[:] = np.where(masks, first, second)
         return out
-    out += second
+
+    def fill(r0, r1):
+        np.multiply(masks[r0:r1], slope, out=out[r0:r1])
+        out[r0:r1] += second
+
+    _in_row_halves(fill, masks.shape[0], masks.shape[1])
     return out
 
 
@@ -423,7 +487,8 @@ def _two_group_rows(codes, sizes, n_rows, first_is_observed, rng, tie_rng):
     first, second = 1.0 / sizes[0], -1.0 / sizes[1]
     start = 1 if first_is_observed else 0
     masks = np.empty((n_rows, codes.size), dtype=bool)
-    masks[start:] = _two_group_masks(codes.size, int(sizes[0]), n_rows - start, rng, tie_rng)
+    _two_group_masks(codes.size, int(sizes[0]), n_rows - start, rng, tie_rng,
+                     out=masks[start:])
     if first_is_observed:
         masks[0] = codes == 0
     return _two_group_coefficients(masks, first, second)
@@ -477,10 +542,11 @@ def _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng):
 def _coefficient_columns(codes, sizes, n_stats, ksample, per_chunk, rng):
     """The coefficient matrices of :func:`mmd_permutation_statistics`, lazily.
 
-    Returns ``(columns, n_chunks, finish)``: a generator of ``(N, c)`` matrices
-    (observed first, ``per_chunk`` statistics each; k-sample: the pooled column
-    ``1/N`` first), their number, and the map from their concatenated quadratic
-    forms to the B + 1 squared statistics.
+    Returns ``(columns, n_chunks, finish, col_sq)``: a generator of ``(N, c)``
+    matrices (observed first, ``per_chunk`` statistics each; k-sample: the pooled
+    column ``1/N`` first), their number, the map from their concatenated quadratic
+    forms to the B + 1 squared statistics, and ``sum_i v_i^2`` of every column when it
+    is the same for all (two groups), else None.
     """
     n, n_groups = codes.size, sizes.size
     starts = range(0, n_stats, per_chunk)
@@ -493,7 +559,9 @@ def _coefficient_columns(codes, sizes, n_stats, ksample, per_chunk, rng):
                 yield _two_group_rows(codes, sizes, min(per_chunk, n_stats - start),
                                       start == 0, rng, tie_rng).T
 
-        return two_group(), len(starts), lambda q: q
+        first, second = 1.0 / sizes[0], -1.0 / sizes[1]
+        col_sq = sizes[0] * (first * first) + sizes[1] * (second * second)
+        return two_group(), len(starts), lambda q: q, float(col_sq)
     weights = 1.0 / np.sqrt(n * sizes.astype(np.float64))
     groups = np.arange(n_groups)
 
@@ -507,7 +575,7 @@ def _coefficient_columns(codes, sizes, n_stats, ksample, per_chunk, rng):
     def finish(q):
         return q[1:].reshape(n_stats, n_groups).sum(axis=1) - q[0]
 
-    return onehot(), len(starts) + 1, finish
+    return onehot(), len(starts) + 1, finish, None
 
 
 def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample=None,
@@ -552,10 +620,11 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
             MAX_KERNEL_BYTES if max_kernel_bytes is None else max_kernel_bytes):
         stat2 = _ksample_many_groups(X, kernel, codes, sizes, n_stats, rng)
     else:
-        columns, n_chunks, finish = _coefficient_columns(codes, sizes, n_stats, ksample,
-                                                         per_chunk, rng)
+        columns, n_chunks, finish, col_sq = _coefficient_columns(
+            codes, sizes, n_stats, ksample, per_chunk, rng)
         stat2 = finish(column_quadratic_forms(X, kernel, columns, n_chunks,
-                                              max_kernel_bytes=max_kernel_bytes))
+                                              max_kernel_bytes=max_kernel_bytes,
+                                              col_sq=col_sq))
     if squared:  # the quadratic forms themselves (any bounded kernel)
         return stat2
     return np.sqrt(np.maximum(stat2, 0.0))
@@ -600,13 +669,13 @@ def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n
     copies = None
     if (8 * n * n <= PREFETCH_KERNEL_BYTES and n_stats <= per_chunk
             and not (ksample and n_groups > MANY_GROUPS)):
-        columns, _, finish = _coefficient_columns(codes, sizes, n_stats, ksample,
-                                                  per_chunk, rng)
+        columns, _, finish, col_sq = _coefficient_columns(codes, sizes, n_stats, ksample,
+                                                          per_chunk, rng)
         chunks = list(columns)  # one matrix (k-sample: the pooled column, then one)
 
         def statistics(i, k):
-            K = np.ascontiguousarray(k(X))
-            q = np.concatenate([triangular_quadratic_forms(K, V) for V in chunks])
+            K = held_kernel(X, k)
+            q = np.concatenate([triangular_quadratic_forms(K, V, col_sq) for V in chunks])
             return np.sqrt(np.maximum(finish(q), 0.0))
     else:
         copies = same_stream(rng, len(gammas))

@@ -133,6 +133,12 @@ def test_triangular_forms_within_the_certified_error(kappa):
     # and it is the same quadratic form as the full product of the symmetrised matrix
     Ks = np.tril(K) + np.tril(K, -1).T
     np.testing.assert_allclose(q, np.einsum("ij,ij->j", V, Ks @ V), rtol=0, atol=bound)
+    # a constant diagonal takes the closed form m (1/m)^2 + n (1/n)^2 of sum v_i^2
+    np.fill_diagonal(K, 0.5 * kappa)
+    col_sq = sizes[0] * (1 / sizes[0]) ** 2 + sizes[1] * (1 / sizes[1]) ** 2
+    q2 = mmd_mod.triangular_quadratic_forms(K, V, col_sq)
+    exact2 = _exact_forms(K, V)
+    assert max(abs(float(q2[c]) - float(exact2[c])) for c in range(V.shape[1])) <= bound
 
 
 def test_many_groups_path_matches_brute_force():
