@@ -49,8 +49,9 @@ from ._features import (
     MAX_MASK_BYTES,
     _chunk_columns,
     _masked_sums,
-    feature_map,
+    feature_shape,
     group_feature_sums,
+    make_features,
     mmd_statistics_from_sums,
 )
 
@@ -256,19 +257,20 @@ def dask_labels(X, y):
     return DaskLabels(y=y, classes=classes, sizes=sizes)
 
 
-def _features(X, omega):
-    return X.map_blocks(feature_map, omega, dtype=np.float32,
-                        chunks=(X.chunks[0], (2 * omega.shape[1],)))
+def _features(X, omega, kind="fourier"):
+    n_dims = feature_shape(omega.shape[1], kind)[0]
+    return X.map_blocks(make_features, omega, kind, dtype=np.float32,
+                        chunks=(X.chunks[0], (n_dims,)))
 
 
-def dask_feature_rows(X, omega):
+def dask_feature_rows(X, omega, kind="fourier"):
     """The quantised feature rows of dask ``X``, computed on the workers, gathered.
 
     Only the float32 feature rows come back (``8 n D`` bytes), never the raw rows; each
     row is a function of that row and of the public ``omega`` alone, so the result is
     :func:`~._features.feature_map` of the numpy rows, bit for bit.
     """
-    return np.asarray(_features(X, omega).compute())
+    return np.asarray(_features(X, omega, kind).compute())
 
 
 def chunk_group_sums(F, y, classes):
@@ -292,7 +294,7 @@ def chunk_masked_sums(F, packed, n_rows):
 
 
 def dask_feature_mmd_statistics(X, labels, omega, n_permutations, rng, *,
-                                max_mask_bytes=None):
+                                max_mask_bytes=None, kind="fourier"):
     """The B + 1 feature MMD statistics of dask ``X``, as the numpy path computes them.
 
     The feature rows are computed on the workers and persisted there for the whole
@@ -316,7 +318,7 @@ def dask_feature_mmd_statistics(X, labels, omega, n_permutations, rng, *,
     """
     import dask
 
-    F = _features(X, omega).persist()  # on the workers, once
+    F = _features(X, omega, kind).persist()  # on the workers, once
     blocks = F.to_delayed().ravel()
     y_blocks = labels.y.to_delayed().ravel()
     edges = np.cumsum((0,) + X.chunks[0])

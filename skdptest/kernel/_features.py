@@ -35,11 +35,17 @@ __all__ = [
     "FEATURE_RADIUS",
     "MAX_COMPONENTS",
     "check_feature_kernel",
+    "FEATURE_MAPS",
     "draw_frequencies",
     "feature_hsic_abs_error",
     "feature_hsic_memory_bytes",
     "feature_hsic_statistics",
     "feature_map",
+    "feature_shape",
+    "make_features",
+    "max_exact_rows",
+    "spectral_gamma",
+    "squared_feature_map",
     "feature_mmd_abs_error",
     "feature_mmd_memory_bytes",
     "feature_mmd_statistics",
@@ -147,6 +153,86 @@ def feature_map(X, omega, block_rows=BLOCK_ROWS):
         q = np.nan_to_num(q * scale, nan=0.0)
         k_int = np.clip(np.rint(q), -(2**_QBITS), 2**_QBITS).astype(np.int64)
         out[r0:r0 + len(xb)] = _shrink_rows(k_int)
+    return out
+
+
+# Feature maps: "fourier" (phi, 2 D coordinates) or "squared" (psi = phi (x) phi).
+FEATURE_MAPS = ("fourier", "squared")
+# Elements of one block of the squared map's float64 temporaries.
+_SQUARED_BLOCK_ELEMENTS = 2**20
+
+
+def feature_shape(n_components, kind="fourier"):
+    """``(n_dims, radius, diameter)`` of a feature map with ``D = n_components``.
+
+    ``"fourier"``: ``2 D`` coordinates, ``||phi_q|| <= R`` for every computed row
+    (``R = FEATURE_RADIUS``, exact integer check), diameter ``2 R`` (the feature
+    kernel takes values down to -1 over unbounded data).
+
+    ``"squared"``: ``psi(x)``, the upper triangle of ``phi_q(x) phi_q(x)^T``
+    (off-diagonal entries times sqrt 2), ``M = D (2 D + 1)`` coordinates, so that
+    ``<psi(x), psi(x')> = (phi_q(x)^T phi_q(x'))^2 >= 0`` exactly (before the
+    quantisation of psi). With the exact psi, ``||psi|| = ||phi_q||^2 <= R^2`` and
+    ``||psi(x) - psi(x')||^2 = ||psi||^2 + ||psi'||^2 - 2 (phi_q^T phi_q')^2 <= 2 R^4``.
+    Each computed coordinate is within ``e = 2^-24 + 2^-52`` of the exact one (a
+    product of two 23-bit-scaled integers, exact in float64; one rounding of the
+    factor sqrt 2; round to the 2^-23 grid), so every computed row is within
+    ``eta = e sqrt(M)`` of its exact value: radius ``R^2 + eta`` and, by the
+    triangle inequality, diameter ``sqrt(2) R^2 + 2 eta`` (about ``sqrt(2)``, against
+    ``2`` for "fourier": the sensitivity of the feature MMD and HSIC statistics is
+    ``sqrt(2)`` smaller per side).
+    """
+    d = int(n_components)
+    r = FEATURE_RADIUS
+    if kind == "fourier":
+        return 2 * d, r, 2.0 * r
+    if kind == "squared":
+        m = d * (2 * d + 1)
+        eta = (2.0**-24 + 2.0**-52) * math.sqrt(m) * (1 + 2.0**-40)
+        return m, r * r + eta, math.sqrt(2.0) * (1 + 2.0**-50) * r * r + 2.0 * eta
+    raise ValueError(f"feature_map must be one of {FEATURE_MAPS}; got {kind!r}.")
+
+
+def max_exact_rows(kind="fourier"):
+    """Most rows whose integer feature sums stay exact in float64: ``2^30`` (fourier,
+    ``|k| <= 2^23``), ``2^29`` (squared: a diagonal coordinate reaches ``R^2 2^23``)."""
+    return MAX_EXACT_ROWS if kind == "fourier" else MAX_EXACT_ROWS // 2
+
+
+def spectral_gamma(gamma, kind="fourier"):
+    """The bandwidth whose frequencies are drawn: ``gamma / 2`` for "squared" (the
+    squared feature kernel approximates ``k_{gamma/2}^2 = k_gamma`` for rbf and
+    laplacian), ``gamma`` for "fourier"."""
+    return gamma / 2.0 if kind == "squared" else gamma
+
+
+def make_features(X, omega, kind="fourier"):
+    """Quantised feature rows of ``X`` (float32, integer multiples of 2^-23)."""
+    if kind == "squared":
+        return squared_feature_map(X, omega)
+    return feature_map(X, omega)
+
+
+def squared_feature_map(X, omega, block_rows=BLOCK_ROWS):
+    """Quantised squared random features ``psi(x)`` (see :func:`feature_shape`).
+
+    Float32 array of shape ``(N, D (2 D + 1))`` holding integers (times 2^-23);
+    each row is a function of that row of ``X`` and of ``omega`` alone.
+    """
+    n = len(X)
+    k = 2 * omega.shape[1]
+    iu, ju = np.triu_indices(k)
+    weight = np.where(iu == ju, 1.0, math.sqrt(2.0))
+    out = np.empty((n, iu.size), dtype=np.float32)
+    step = max(1, min(block_rows, _SQUARED_BLOCK_ELEMENTS // iu.size))
+    for r0 in range(0, n, block_rows):
+        P = feature_map(X[r0:r0 + block_rows], omega).astype(np.float64) * 2.0**-_QBITS
+        for s0 in range(0, len(P), step):
+            p = P[s0:s0 + step]
+            psi = p[:, iu] * p[:, ju]  # exact: products of 23-bit-scaled integers
+            psi *= weight
+            psi *= 2.0**_QBITS
+            out[r0 + s0:r0 + s0 + len(p)] = np.rint(psi)
     return out
 
 
@@ -347,7 +433,7 @@ def mmd_statistics_from_sums(masked_sums, group_sums, sizes, n_permutations, rng
     return out * 2.0**-_QBITS
 
 
-def feature_mmd_abs_error(n_components, n_groups):
+def feature_mmd_abs_error(n_components, n_groups, kind="fourier"):
     """Certified bound on the float64 error of each feature MMD statistic.
 
     The group sums ``U`` are exact (integers). Then, in units of 2^-23 (an exact
@@ -356,32 +442,45 @@ def feature_mmd_abs_error(n_components, n_groups):
     roundings of each of two products of norm at most R, the reciprocal, one
     subtraction); the weighted squared norm over ``2 D G`` terms and the square
     root add a relative ``gamma_{2DG+G+8} + 2u`` of a statistic at most 2R. Doubled
-    as a safety factor.
+    as a safety factor. ``kind="squared"``: ``M = D (2 D + 1)`` coordinates in place
+    of ``2 D`` and its radius (:func:`feature_shape`).
     """
-    r = FEATURE_RADIUS
-    k = 2 * int(n_components) * int(n_groups) + int(n_groups) + 8
+    n_dims, r, _ = feature_shape(n_components, kind)
+    k = int(n_dims) * int(n_groups) + int(n_groups) + 8
     return 2.0 * (8 * _U * r + (_gamma(k) + 2 * _U) * 3 * r)
 
 
 def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
-                             max_mask_bytes=None, block_rows=BLOCK_ROWS):
+                             max_mask_bytes=None, block_rows=BLOCK_ROWS, kind="fourier"):
     """Estimated peak memory, in bytes, of a feature dpMMD release (X not counted).
 
     The float32 features (``8 N D``), one block of the feature map (angles and
     float64/int64 temporaries, ``~40 block D``), one chunk of masks (two groups: bool,
     1 byte per entry, plus at most ``MAX_KEY_BYTES`` of keys; more groups: int8
     labels and bool masks, 3 bytes), the block products, and the B + 1 statistics
-    with their noise.
+    with their noise. ``kind="squared"``: ``M = D (2 D + 1)`` float32 coordinates per
+    row and the squared map's float64 block temporaries.
     """
     if max_mask_bytes is None:
         max_mask_bytes = MAX_MASK_BYTES
+    n_dims = feature_shape(n_components, kind)[0]
     n_masks = 1 if n_groups == 2 else n_groups - 1
     per = min(_chunk_columns(n, n_masks, max_mask_bytes), n_permutations + 1)
     per_entry = n * n_masks * per
     masks = per_entry + min(MAX_KEY_BYTES, 2 * per_entry) if n_groups == 2 else 3 * per_entry
-    chunk = masks + 8 * min(n, block_rows) * (n_masks * per + 4 * n_components)
-    feature_block = 40 * min(n, block_rows) * n_components
-    return 8 * n * n_components + max(chunk, feature_block) + 64 * (n_permutations + 1)
+    chunk = masks + 8 * min(n, block_rows) * (n_masks * per + 2 * n_dims)
+    feature_block = 40 * min(n, block_rows) * n_components + _squared_block_bytes(
+        n, n_components, kind, block_rows)
+    return 4 * n * n_dims + max(chunk, feature_block) + 64 * (n_permutations + 1)
+
+
+def _squared_block_bytes(n, n_components, kind, block_rows=BLOCK_ROWS):
+    # the squared map's float64 temporaries: its block of phi rows, psi and a product
+    if kind != "squared":
+        return 0
+    n_dims = feature_shape(n_components, kind)[0]
+    step = max(1, min(block_rows, _SQUARED_BLOCK_ELEMENTS // n_dims))
+    return 16 * min(n, block_rows) * n_components + 24 * min(n, step) * n_dims
 
 
 def feature_hsic_statistics(F, G, n_permutations, rng, *, max_perm_bytes=None):
@@ -418,7 +517,7 @@ def feature_hsic_statistics(F, G, n_permutations, rng, *, max_perm_bytes=None):
     return out * scale
 
 
-def feature_hsic_abs_error(n, n_components_x, n_components_y):
+def feature_hsic_abs_error(n, n_components_x, n_components_y, kind="fourier"):
     """Certified bound on the float64 error of each feature ``sqrt(HSIC_b)``.
 
     In units of 2^-46 (exact scaling), rows of norm at most R: the product over n
@@ -427,16 +526,19 @@ def feature_hsic_abs_error(n, n_components_x, n_components_y):
     product of the means within ``(2 gamma_n + 4u) R^2 + ...``; the subtraction
     ``u`` of at most ``2 R^2``. The Frobenius norm over ``4 Dx Dy`` terms and the
     square root add a relative ``gamma_{4DxDy+4} + 2u`` of at most ``2 R^2``.
-    Doubled as a safety factor.
+    Doubled as a safety factor. ``kind="squared"``: ``M = D (2 D + 1)`` coordinates
+    per side in place of ``2 D`` and the radius of :func:`feature_shape`.
     """
-    r2 = FEATURE_RADIUS**2
+    mx, rx, _ = feature_shape(n_components_x, kind)
+    my, ry, _ = feature_shape(n_components_y, kind)
+    r2 = max(rx, ry) ** 2
     g = _gamma(int(n) + 8)
-    k = 4 * int(n_components_x) * int(n_components_y) + 4
+    k = int(mx) * int(my) + 4
     return 2.0 * (8 * (g + 4 * _U) * r2 + (_gamma(k) + 2 * _U) * 3 * r2)
 
 
 def feature_hsic_memory_bytes(n, n_components_x, n_components_y, n_permutations,
-                              max_perm_bytes=None):
+                              max_perm_bytes=None, kind="fourier"):
     """Estimated peak memory, in bytes, of a feature dpHSIC release (X, y not counted).
 
     float32 features and their float64 copies (``24 n D`` per side), one block of
@@ -446,7 +548,10 @@ def feature_hsic_memory_bytes(n, n_components_x, n_components_y, n_permutations,
     if max_perm_bytes is None:
         max_perm_bytes = MAX_MASK_BYTES
     per_chunk = 8 * n * _chunk_columns(n, 8, max_perm_bytes)
-    return (24 * n * (n_components_x + n_components_y) + 16 * n * n_components_y
-            + 40 * min(n, BLOCK_ROWS) * max(n_components_x, n_components_y)
-            + 32 * n_components_x * n_components_y + per_chunk
+    mx = feature_shape(n_components_x, kind)[0]
+    my = feature_shape(n_components_y, kind)[0]
+    big = max(n_components_x, n_components_y)
+    return (12 * n * (mx + my) + 8 * n * my
+            + 40 * min(n, BLOCK_ROWS) * big + _squared_block_bytes(n, big, kind)
+            + 8 * mx * my + per_chunk
             + 64 * (n_permutations + 1))

@@ -41,14 +41,15 @@ from ._distributed import (
     validate_dask_input,
 )
 from ._features import (
-    FEATURE_RADIUS,
     MAX_COMPONENTS,
     check_feature_kernel,
     draw_frequencies,
     feature_hsic_abs_error,
     feature_hsic_memory_bytes,
     feature_hsic_statistics,
-    feature_map,
+    feature_shape,
+    make_features,
+    spectral_gamma,
 )
 from ._kernels import (
     KERNEL_CONSTRAINT,
@@ -885,6 +886,15 @@ class DPHSICTest(BasePrivateTest):
     n_components : int, default=64
         Number D of random frequencies per side (2D features) with
         ``method="features"``, in [1, 2**14]; ignored otherwise.
+    feature_map : {"fourier", "squared"}, default="fourier"
+        With ``method="features"``: ``"fourier"``, the ``2 D`` random Fourier features
+        ``phi``; ``"squared"``, the ``D (2 D + 1)`` features of ``phi (x) phi``, whose
+        kernel ``(phi(x)^T phi(x'))^2`` is never negative, so the feature diameter is
+        about ``sqrt(2)`` instead of 2 and the privacy noise half as large (both
+        sides) (frequencies drawn for ``gamma / 2``: the squared kernel
+        approximates the same rbf or laplacian kernel). Costs ``D + 1/2`` times the
+        features of ``"fourier"``: the choice for moderate N and small epsilon (see
+        :func:`~skdptest.kernel._features.feature_shape`).
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
@@ -1005,6 +1015,7 @@ class DPHSICTest(BasePrivateTest):
         "verbose": [Interval(Integral, 0, 1)],
         "method": [Options("exact", "features")],
         "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
+        "feature_map": [Options("fourier", "squared")],
         "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
         "random_state": [RandomState()],
     }
@@ -1013,7 +1024,8 @@ class DPHSICTest(BasePrivateTest):
                  y_kernel="rbf", y_kernel_params=None, y_kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, cyclic="auto",
                  max_memory=DEFAULT_MAX_MEMORY, n_jobs=None, verbose=0, method="exact",
-                 n_components=64, budget=None, random_state=None):
+                 n_components=64, feature_map="fourier",
+                 budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -1030,6 +1042,7 @@ class DPHSICTest(BasePrivateTest):
         self.verbose = verbose
         self.method = method
         self.n_components = n_components
+        self.feature_map = feature_map
         self.budget = budget
         self.random_state = random_state
 
@@ -1134,18 +1147,20 @@ class DPHSICTest(BasePrivateTest):
         gamma_x = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
         gamma_y = check_feature_kernel(params["y_kernel"], params["y_kernel_params"],
                                        y.shape[1])
-        D, B = params["n_components"], params["n_permutations"]
-        memory = feature_hsic_memory_bytes(n, D, D, B)
+        D, B, kind = params["n_components"], params["n_permutations"], params["feature_map"]
+        n_dims, _, diameter = feature_shape(D, kind)
+        memory = feature_hsic_memory_bytes(n, D, D, B, kind=kind)
         check_memory(memory, params["max_memory"],
-                     f"DPHSICTest(method='features', n_components={D}) with n = {n} pairs")
+                     f"DPHSICTest(method='features', n_components={D}, feature_map={kind!r}) "
+                     f"with n = {n} pairs ({n_dims} features per row and side)")
         median = (uses_private_median(params["kernel"], params["kernel_params"]),
                   uses_private_median(params["y_kernel"], params["y_kernel_params"]))
         noise_epsilon = params["epsilon"]
         for used in median:
             if used:
                 noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-        sensitivity = hsic_sensitivity(n, 2.0 * FEATURE_RADIUS, 2.0 * FEATURE_RADIUS)
-        abs_error = feature_hsic_abs_error(n, D, D)
+        sensitivity = hsic_sensitivity(n, diameter, diameter)
+        abs_error = feature_hsic_abs_error(n, D, D, kind)
         if is_dask(X):  # NaN / infinity refused on the workers, before the charge
             check_finite(X, y)
         return _HSICPlan(
@@ -1153,14 +1168,14 @@ class DPHSICTest(BasePrivateTest):
             abs_error=abs_error, noise_epsilon=noise_epsilon,
             noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
             memory_bytes=memory,
-            features=((params["kernel"], gamma_x), (params["y_kernel"], gamma_y), D),
+            features=((params["kernel"], gamma_x), (params["y_kernel"], gamma_y), D, kind),
         )
 
     def _features_release(self, prep, rng):
         # order of the draws: private bandwidths (x then y, if asked), frequencies (x then
         # y, never from the data), permutations, noise
         params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
-        (name_x, gamma_x), (name_y, gamma_y), D = plan.features
+        (name_x, gamma_x), (name_y, gamma_y), D, kind = plan.features
         released = [None, None]
         if plan.median[0]:
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
@@ -1168,19 +1183,20 @@ class DPHSICTest(BasePrivateTest):
         if plan.median[1]:
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
             gamma_y = released[1] = float(private_median_gamma(y, name_y, eps_bw, rng))
-        omega_x = draw_frequencies(name_x, gamma_x, X.shape[1], D, rng)
-        omega_y = draw_frequencies(name_y, gamma_y, y.shape[1], D, rng)
+        omega_x = draw_frequencies(name_x, spectral_gamma(gamma_x, kind), X.shape[1], D, rng)
+        omega_y = draw_frequencies(name_y, spectral_gamma(gamma_y, kind), y.shape[1], D, rng)
         if is_dask(X):
             # a permutation pairs rows of different chunks: no per-chunk sums exist, so
             # the feature rows (never the raw rows) are gathered, 8 n (Dx + Dy) bytes
-            F, G = dask_feature_rows(X, omega_x), dask_feature_rows(y, omega_y)
+            F, G = dask_feature_rows(X, omega_x, kind), dask_feature_rows(y, omega_y, kind)
         else:
-            F, G = feature_map(X, omega_x), feature_map(y, omega_y)
+            F, G = make_features(X, omega_x, kind), make_features(y, omega_y, kind)
         stats = feature_hsic_statistics(F, G, params["n_permutations"], rng)
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=plan.noise_epsilon, method="dpHSIC features", statistic="sqrt",
+            noise_epsilon=plan.noise_epsilon, statistic="sqrt",
+            method="dpHSIC features" if kind == "fourier" else "dpHSIC squared features",
             gamma=released[0], y_gamma=released[1],
         )
 

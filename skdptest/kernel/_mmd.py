@@ -46,15 +46,16 @@ from ._distributed import (
     validate_dask_input,
 )
 from ._features import (
-    FEATURE_RADIUS,
     MAX_COMPONENTS,
-    MAX_EXACT_ROWS,
     check_feature_kernel,
     draw_frequencies,
-    feature_map,
     feature_mmd_abs_error,
     feature_mmd_memory_bytes,
     feature_mmd_statistics,
+    feature_shape,
+    make_features,
+    max_exact_rows,
+    spectral_gamma,
 )
 from ._kernels import (
     KERNEL_CONSTRAINT,
@@ -722,7 +723,8 @@ class _MMDPlan:
     memory_bytes: int
     method: str
     gammas: Any = None
-    features: Any = None  # (kernel name, gamma or None, n_components) with method="features"
+    # (kernel name, gamma or None, n_components, feature map) with method="features"
+    features: Any = None
 
 
 def check_memory(needed, limit, what, hint=""):
@@ -845,6 +847,15 @@ class DPMMDTest(BasePrivateTest):
     n_components : int, default=64
         Number D of random frequencies (2D features) with ``method="features"``,
         in [1, 2**14]; ignored otherwise.
+    feature_map : {"fourier", "squared"}, default="fourier"
+        With ``method="features"``: ``"fourier"``, the ``2 D`` random Fourier features
+        ``phi``; ``"squared"``, the ``D (2 D + 1)`` features of ``phi (x) phi``, whose
+        kernel ``(phi(x)^T phi(x'))^2`` is never negative, so the feature diameter is
+        about ``sqrt(2)`` instead of 2 and the privacy noise ``sqrt(2)`` times
+        smaller (frequencies drawn for ``gamma / 2``: the squared kernel
+        approximates the same rbf or laplacian kernel). Costs ``D + 1/2`` times the
+        features of ``"fourier"``: the choice for moderate N and small epsilon (see
+        :func:`~skdptest.kernel._features.feature_shape`).
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
     random_state : int, RandomState, Generator or None, default=None
@@ -985,13 +996,15 @@ class DPMMDTest(BasePrivateTest):
         "verbose": [Interval(Integral, 0, 1)],
         "method": [Options("exact", "features")],
         "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
+        "feature_map": [Options("fourier", "squared")],
         "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
         "random_state": [RandomState()],
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
-                 n_jobs=None, verbose=0, method="exact", n_components=64, budget=None,
+                 n_jobs=None, verbose=0, method="exact", n_components=64, feature_map="fourier",
+                 budget=None,
                  random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -1005,6 +1018,7 @@ class DPMMDTest(BasePrivateTest):
         self.verbose = verbose
         self.method = method
         self.n_components = n_components
+        self.feature_map = feature_map
         self.budget = budget
         self.random_state = random_state
 
@@ -1108,50 +1122,54 @@ class DPMMDTest(BasePrivateTest):
         # definite with k(x, x) <= R^2, so the sqrt-MMD sensitivity holds with diameter 2R.
         gamma = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
         n, n_groups = int(codes.size), int(sizes.size)
-        if n > MAX_EXACT_ROWS:
+        kind, D = params["feature_map"], params["n_components"]
+        max_rows = max_exact_rows(kind)
+        if n > max_rows:
             raise InvalidParameterError(
-                f"method='features' accepts at most {MAX_EXACT_ROWS} rows (exact integer "
-                f"sums); got N = {n}.")
-        D = params["n_components"]
+                f"method='features' with feature_map={kind!r} accepts at most {max_rows} "
+                f"rows (exact integer sums); got N = {n}.")
+        n_dims, _, diameter = feature_shape(D, kind)
         if is_dask(X):  # the client's share: masks, packed slices, returned sums
-            memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), D, n_groups,
+            memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), -(-n_dims // 2), n_groups,
                                            params["n_permutations"])
         else:
             memory = feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
-                                              params["n_permutations"])
+                                              params["n_permutations"], kind=kind)
         check_memory(memory, params["max_memory"],
-                     f"DPMMDTest(method='features', n_components={D}) with N = {n} rows")
+                     f"DPMMDTest(method='features', n_components={D}, feature_map={kind!r}) "
+                     f"with N = {n} rows ({n_dims} features per row)")
         median = uses_private_median(params["kernel"], params["kernel_params"])
         noise_epsilon = params["epsilon"]
         if median:
             noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-        sensitivity = mmd_sensitivity(sizes, 2.0 * FEATURE_RADIUS)
-        abs_error = feature_mmd_abs_error(D, n_groups)
+        sensitivity = mmd_sensitivity(sizes, diameter)
+        abs_error = feature_mmd_abs_error(D, n_groups, kind)
         return _MMDPlan(
             classes=classes, codes=codes, sizes=sizes, kernel=None, median=median,
             squared=False, sensitivity=sensitivity, abs_error=abs_error,
             noise_epsilon=noise_epsilon,
             noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
             memory_bytes=memory,
-            method="dpMMD features" if n_groups == 2 else "dpMMD k-sample features",
-            features=(params["kernel"], gamma, D),
+            method=("dpMMD" if n_groups == 2 else "dpMMD k-sample")
+            + (" features" if kind == "fourier" else " squared features"),
+            features=(params["kernel"], gamma, D, kind),
         )
 
     def _features_release(self, prep, rng):
         # order of the draws: private bandwidth (if asked), frequencies, relabellings,
         # noise; the frequencies never see the data
         params, plan, X = prep.params, prep.plan, prep.X
-        name, gamma, D = plan.features
+        name, gamma, D, kind = plan.features
         released = None
         if plan.median:
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
             gamma = released = float(private_median_gamma(X, name, eps_bw, rng))
-        omega = draw_frequencies(name, gamma, X.shape[1], D, rng)
+        omega = draw_frequencies(name, spectral_gamma(gamma, kind), X.shape[1], D, rng)
         if is_dask(X):  # feature rows on the workers; only exact sums come back
             stats = dask_feature_mmd_statistics(X, plan.codes, omega,
-                                                params["n_permutations"], rng)
+                                                params["n_permutations"], rng, kind=kind)
         else:
-            stats = feature_mmd_statistics(feature_map(X, omega), plan.codes,
+            stats = feature_mmd_statistics(make_features(X, omega, kind), plan.codes,
                                            params["n_permutations"], rng)
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],

@@ -171,8 +171,8 @@ def test_hsic_gathers_feature_rows_only(synchronous, monkeypatch):
     seen = []
     original = _distributed.dask_feature_rows
 
-    def spy(X, omega):
-        out = original(X, omega)
+    def spy(X, omega, kind="fourier"):
+        out = original(X, omega, kind)
         seen.append((out.shape, out.dtype))
         return out
 
@@ -204,12 +204,12 @@ def test_chunk_functions_return_sums_only():
 
 def test_workers_return_only_sums_and_features_are_computed_once(synchronous, monkeypatch):
     calls, returned = [], []
-    feature = _distributed.feature_map
+    feature = _distributed.make_features
 
-    def counting_map(X, omega):
+    def counting_map(X, omega, kind="fourier"):
         if len(X):  # dask may probe the function on an empty block
             calls.append(len(X))
-        return feature(X, omega)
+        return feature(X, omega, kind)
 
     def spy(name):
         original = getattr(_distributed, name)
@@ -220,7 +220,7 @@ def test_workers_return_only_sums_and_features_are_computed_once(synchronous, mo
             return out
         return wrapped
 
-    monkeypatch.setattr(_distributed, "feature_map", counting_map)
+    monkeypatch.setattr(_distributed, "make_features", counting_map)
     for name in ("chunk_masked_sums", "chunk_group_sums"):
         monkeypatch.setattr(_distributed, name, spy(name))
     X, y = _data(14, 2000)
