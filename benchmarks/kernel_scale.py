@@ -8,7 +8,8 @@ Three tables, printed and saved to ``benchmarks/results/kernel_scale.txt``:
    up to 10^6 (features) and where it fits (exact).
 2. ``level``: type-I error of the feature test under H0 (two Student-t(3) samples) at
    d in {1, 10, 100, 200}, with its binomial standard error; target level <= alpha + 2 SE.
-3. ``power``: rejection rate of the feature test (D in {64, 128, 256}) and of the exact
+3. ``power``: rejection rate of the feature test (fourier map, D in {64, 128, 256} by
+   default; ``--power-squared``: the ``feature_map="squared"`` map too) and of the exact
    test on the same data sets at N = 2000 (mean shift), paired: each mode's power and SE,
    the difference features - exact with its paired SE and 95 % interval
    (:func:`power_table`); ``--power`` runs it alone and appends it.
@@ -20,6 +21,8 @@ Usage::
     python benchmarks/kernel_scale.py --speed-only --features-sizes 1000000
     python benchmarks/kernel_scale.py --hsic 2000:2000 4000:2000 20000:200   # appends
     python benchmarks/kernel_scale.py --power 1 10 1e6 --power-reps 400   # appends
+    python benchmarks/kernel_scale.py --power 1 0.3 10 1e6 --power-components 256 \
+        --power-squared 16 32 64 --no-rt2      # fourier vs squared feature maps
 
 4. ``--hsic``: the blocked exact dpHSIC (one fit per (n, B), fresh worker each), with the
    planned ``hsic_memory_bytes`` next to the measured peak; appended to the results file.
@@ -179,19 +182,24 @@ def rejection_rate(make_est, sampler, reps, seed):
 NONPRIVATE_EPS = 1e6
 
 
-def _power_configs(epsilons, components):
-    # (eps of the row's group, label, method, D, epsilon actually used). The extra rows
-    # "features at eps * sqrt(2)" run the shipped feature test with a larger epsilon: its
-    # Laplace scale 2 * (2R/m) / (sqrt(2) eps) then equals the exact test's
-    # 2 * (sqrt(2)/m) / eps up to R = 1 + 2^-16 and the rounding terms, which isolates
-    # the loss due to the feature test's larger sensitivity (2R vs sqrt(2) diameter).
+def _power_configs(epsilons, components, squared=(), rt2=True):
+    # (eps of the row's group, label, method, D, feature map, epsilon actually used).
+    # "squared D=..." rows run feature_map="squared" (psi = phi (x) phi, D (2D + 1)
+    # coordinates, never-negative kernel, diameter ~sqrt(2) instead of 2R). The extra
+    # rows "features at eps * sqrt(2)" (rt2=True) run the shipped fourier feature test
+    # with a larger epsilon: its Laplace scale 2 * (2R/m) / (sqrt(2) eps) then equals the
+    # exact test's 2 * (sqrt(2)/m) / eps up to R = 1 + 2^-16 and the rounding terms, which
+    # isolates the loss due to the fourier test's larger sensitivity (2R vs sqrt(2)).
     configs = []
     for eps in epsilons:
-        configs.append((eps, "exact", "exact", None, eps))
-        configs.extend((eps, f"features D={D}", "features", D, eps) for D in components)
-        if eps < NONPRIVATE_EPS:
-            configs.extend((eps, f"feat. D={D} eps*rt2", "features", D, eps * 2 ** 0.5)
-                           for D in components)
+        configs.append((eps, "exact", "exact", None, None, eps))
+        configs.extend((eps, f"features D={D}", "features", D, "fourier", eps)
+                       for D in components)
+        configs.extend((eps, f"squared D={D}", "features", D, "squared", eps)
+                       for D in squared)
+        if rt2 and eps < NONPRIVATE_EPS:
+            configs.extend((eps, f"feat. D={D} eps*rt2", "features", D, "fourier",
+                            eps * 2 ** 0.5) for D in components)
     return configs
 
 
@@ -206,7 +214,7 @@ def _load():
 
 
 def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, shift=0.1,
-                gamma=0.2, B=199, seed=123, alpha=0.05):
+                gamma=0.2, B=199, seed=123, alpha=0.05, squared=(), rt2=True):
     """Paired power of the feature dpMMD against the exact dpMMD on the same data sets.
 
     Each repetition draws one data set (``n / 2`` rows N(0, I_d) against ``n / 2``
@@ -227,7 +235,12 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
     epsilons : sequence of float
         Privacy levels; ``NONPRIVATE_EPS`` (1e6) stands for the non-private test.
     components : sequence of int, default=(64, 128, 256)
-        Numbers D of random frequencies of the feature test.
+        Numbers D of random frequencies of the fourier feature test (2 D features).
+    squared : sequence of int, default=()
+        Numbers D of the ``feature_map="squared"`` test (``D (2 D + 1)`` features;
+        frequencies drawn for gamma / 2, so it approximates the same rbf kernel).
+    rt2 : bool, default=True
+        Add the diagnostic rows "fourier features at epsilon * sqrt(2)".
     n, d, shift, gamma, B, seed, alpha
         Rows, dimension, mean shift on every coordinate, the pinned rbf bandwidth (both
         modes), permutations, data seed and level.
@@ -239,7 +252,7 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
     """
     from skdptest import DPMMDTest
 
-    configs = _power_configs(epsilons, components)
+    configs = _power_configs(epsilons, components, squared, rt2)
     y = np.repeat([0, 1], [n // 2, n - n // 2])
     hits = {(e, label): np.zeros(reps, dtype=bool) for e, label, *_ in configs}
     t0 = time.perf_counter()
@@ -247,19 +260,21 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
         rng = np.random.default_rng([seed, rep])
         X = rng.normal(size=(n, d))
         X[n // 2:] += shift
-        for e, label, method, D, eps in configs:
-            kw = {"n_components": D} if D else {}
+        for e, label, method, D, kind, eps in configs:
+            kw = {"n_components": D, "feature_map": kind} if D else {}
             est = DPMMDTest(method=method, epsilon=eps, alpha=alpha, n_permutations=B,
                             kernel_params={"gamma": gamma}, random_state=rep, **kw)
             hits[(e, label)][rep] = est.decision(X, y)
-        if (rep + 1) % 50 == 0:
+        if (rep + 1) % 50 == 0 or rep + 1 in (1, 5):  # early reps: the per-rep time
             print(f"  [{rep + 1}/{reps} reps, {time.perf_counter() - t0:.0f} s]", flush=True)
     emit(f"\n## power (paired): N = {n} ({n // 2} + {n - n // 2}), d = {d}, mean shift "
          f"{shift} on every coordinate, rbf gamma = {gamma} pinned (both modes), B = {B}, "
          f"alpha = {alpha}, {reps} reps, the same data set for every mode and epsilon in a "
          f"rep (data seed [{seed}, rep], random_state = rep)")
-    emit(f"  eps = {NONPRIVATE_EPS:g} is the non-private power; 'eps*rt2': the feature test "
-         "run at epsilon * sqrt(2), whose noise scale equals the exact test's at epsilon")
+    emit(f"  eps = {NONPRIVATE_EPS:g} is the non-private power; 'features': fourier map (2 D "
+         "features); 'squared': feature_map='squared' (D (2 D + 1) features)"
+         + ("; 'eps*rt2': the fourier feature test run at epsilon * sqrt(2), whose noise "
+            "scale equals the exact test's at epsilon" if rt2 else ""))
     emit(f"{'eps':>7} {'mode':>20} {'power':>7} {'SE':>6} {'diff':>7} {'pairSE':>7} "
          f"{'95% interval':>17} {'f/e only':>9} {'>= -0.05':>8}")
     for e, label, *_ in configs:
@@ -292,6 +307,12 @@ def main(argv=None):
                     help="paired power table only, at these epsilons (1e6: non-private); "
                          "appended to the results file")
     ap.add_argument("--power-reps", type=int, default=400)
+    ap.add_argument("--power-components", type=int, nargs="*", default=[64, 128, 256],
+                    help="D of the fourier feature rows of the power table")
+    ap.add_argument("--power-squared", type=int, nargs="*", default=[],
+                    help="D of the feature_map='squared' rows of the power table")
+    ap.add_argument("--no-rt2", action="store_true",
+                    help="drop the diagnostic 'fourier features at eps * sqrt(2)' rows")
     ap.add_argument("--dask", type=int, nargs="*",
                     help="features dpMMD on a 2-worker dask LocalCluster at these N (data "
                          "generated on the workers); appended to the results file")
@@ -312,7 +333,9 @@ def main(argv=None):
         # header: what was run, where and on what commit (timings are not reported)
         lines[0] += f"; {time.strftime('%Y-%m-%d %H:%M')}, commit {_commit()}"
         emit(f"# load average before: {_load()}")
-        power_table(emit, args.power_reps, args.power or (1.0, 10.0, NONPRIVATE_EPS))
+        power_table(emit, args.power_reps, args.power or (1.0, 10.0, NONPRIVATE_EPS),
+                    components=args.power_components, squared=args.power_squared,
+                    rt2=not args.no_rt2)
         emit(f"# load average after: {_load()}")
         with open(args.out, "a") as fh:
             fh.write("\n" + "\n".join(lines) + "\n")
