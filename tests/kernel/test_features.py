@@ -445,3 +445,167 @@ def test_hsic_features_type_one_error(d):
         y = rng.standard_t(3, size=(80, 2))
         rejections += est.set_params(random_state=rep).decision(X, y)
     assert rejections <= LIMIT, (rejections, LIMIT)
+
+
+# -- squared features (feature_map="squared") ------------------------------------------------
+
+def _squared(X, omega):
+    return feat.squared_feature_map(X, omega).astype(np.float64) * Q
+
+
+def test_squared_map_shape_integers_radius_and_inner_products():
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(40, 3)) * 3
+    omega = feat.draw_frequencies("rbf", 0.7, 3, 6, rng)
+    S = feat.squared_feature_map(X, omega)
+    n_dims, radius, diameter = feat.feature_shape(6, "squared")
+    assert S.shape == (40, n_dims) == (40, 6 * 13) and S.dtype == np.float32
+    assert np.all(S == np.rint(S)) and np.max(np.abs(S)) <= 2**23 * R * R
+    assert np.all(np.linalg.norm(S.astype(np.float64) * Q, axis=1) <= radius)
+    # each row is a function of that row alone (blocks do not matter)
+    np.testing.assert_array_equal(feat.squared_feature_map(X[7:8], omega), S[7:8])
+    np.testing.assert_array_equal(feat.squared_feature_map(X, omega, block_rows=3), S)
+    # <psi, psi'> is (phi^T phi')^2 up to the certified per-row error eta
+    P = features(X, omega)
+    eta = radius - R * R
+    G = (S.astype(np.float64) * Q) @ (S.astype(np.float64) * Q).T
+    assert np.max(np.abs(G - (P @ P.T) ** 2)) <= 2 * eta * radius + eta**2
+    assert diameter == pytest.approx(math.sqrt(2), rel=1e-4) and diameter > math.sqrt(2) * R * R
+
+
+def test_squared_kernel_mean_matches_the_closed_form():
+    # E[k_D(delta)^2] = k(delta)^2 + ((1 + k(2 delta)) / 2 - k(delta)^2) / D with
+    # k = rbf(gamma / 2): so k^2 = rbf(gamma) and k(2 delta) = rbf(2 gamma), the kernel
+    # the squared map approximates (frequencies drawn for gamma / 2).
+    rng = np.random.default_rng(22)
+    X = rng.normal(size=(6, 2)) * 0.8
+    gamma, D, draws = 0.6, 4, 4000
+    values = np.empty((draws, 6, 6))
+    for t in range(draws):
+        omega = feat.draw_frequencies("rbf", feat.spectral_gamma(gamma, "squared"), 2, D,
+                                      np.random.default_rng([22, t]))
+        S = _squared(X, omega)
+        values[t] = S @ S.T
+    mean, se = values.mean(0), values.std(0, ddof=1) / math.sqrt(draws)
+    expected = rbf_kernel(X, gamma=gamma) + ((1 + rbf_kernel(X, gamma=2 * gamma)) / 2
+                                             - rbf_kernel(X, gamma=gamma)) / D
+    off = ~np.eye(6, dtype=bool)
+    assert np.all(np.abs(mean - expected)[off] <= 4.5 * se[off] + 1e-6)
+
+
+def _squared_mmd(X, codes, omega, n_perm=8, seed=12):
+    S = feat.squared_feature_map(X, omega)
+    return feat.feature_mmd_statistics(S, codes, n_perm, np.random.default_rng(seed))
+
+
+def test_squared_mmd_sensitivity_attained_with_one_frequency():
+    # D = 1, d = 1: psi = (cos^2, sqrt 2 cos sin, sin^2) of the angle; a quarter turn
+    # makes (phi^T phi')^2 = 0, so one moved point of the smaller group changes the
+    # statistic by sqrt(2) / m: the squared diameter is attained, 2 / m never is.
+    omega = np.array([[1.0]])
+    codes = np.repeat([0, 1], [4, 6])
+    X = np.zeros((10, 1))
+    diameter = feat.feature_shape(1, "squared")[2]
+    delta = mmd_sensitivity([4, 6], diameter)
+    eta = feat.feature_mmd_abs_error(1, 2, "squared")
+    worst = 0.0
+    for i in range(10):
+        for c in (math.pi / 2, math.pi, 1.0, 2.5):
+            X2 = X.copy()
+            X2[i] = c
+            worst = max(worst, np.max(np.abs(_squared_mmd(X2, codes, omega)
+                                             - _squared_mmd(X, codes, omega))))
+    assert worst <= delta + 2 * eta
+    assert worst >= math.sqrt(2) / 4 * (1 - 1e-6)  # attained
+    assert not worst <= 0.9 * delta
+
+
+def test_squared_mmd_sensitivity_brute_force_random():
+    rng = np.random.default_rng(23)
+    sizes = (3, 5)
+    codes = np.repeat([0, 1], sizes)
+    X = rng.normal(size=(8, 2))
+    delta = mmd_sensitivity(sizes, feat.feature_shape(3, "squared")[2])
+    eta = feat.feature_mmd_abs_error(3, 2, "squared")
+    worst = 0.0
+    for trial in range(20):
+        omega = feat.draw_frequencies("rbf", 2.0, 2, 3, np.random.default_rng(trial))
+        base = _squared_mmd(X, codes, omega, n_perm=10)
+        for i in range(codes.size):
+            X2 = X.copy()
+            X2[i] = rng.normal(scale=4, size=2)
+            worst = max(worst, np.max(np.abs(_squared_mmd(X2, codes, omega, n_perm=10) - base)))
+    assert worst <= delta + 2 * eta
+    assert worst > delta / 4
+
+
+def test_squared_hsic_sensitivity_brute_force():
+    # both sides squared: Delta = 2 (n - 1) diam^2 / n^2 with diam ~ sqrt(2): half the
+    # fourier bound; quarter turns of the replaced pair attain it.
+    n = 6
+    diameter = feat.feature_shape(1, "squared")[2]
+    delta = hsic_sensitivity(n, diameter, diameter)
+    assert delta == pytest.approx(hsic_sensitivity(n, 2 * R, 2 * R) / 2, rel=1e-4)
+    rng = np.random.default_rng(24)
+    omega = np.array([[1.0]])
+    grid = [0.0, math.pi / 2, math.pi, 3 * math.pi / 2]
+    worst = 0.0
+    for _ in range(300):
+        X, Y = rng.choice(grid, size=(n, 1)), rng.choice(grid, size=(n, 1))
+        F, G = feat.squared_feature_map(X, omega), feat.squared_feature_map(Y, omega)
+        base = feat.feature_hsic_statistics(F, G, 5, np.random.default_rng(1))
+        i = rng.integers(n)
+        X2, Y2 = X.copy(), Y.copy()
+        X2[i], Y2[i] = X[i] + math.pi / 2, Y[i] + math.pi / 2
+        F2, G2 = feat.squared_feature_map(X2, omega), feat.squared_feature_map(Y2, omega)
+        moved = feat.feature_hsic_statistics(F2, G2, 5, np.random.default_rng(1))
+        worst = max(worst, np.max(np.abs(moved - base)))
+    assert worst <= delta + 2 * feat.feature_hsic_abs_error(n, 1, 1, "squared")
+    assert worst > delta / 2
+
+
+def test_squared_estimator_plan_and_release_replay():
+    X, y = two_samples(n=60, shift=0.3, seed=3)
+    est = DPMMDTest(method="features", n_components=8, feature_map="squared",
+                    kernel_params={"gamma": 0.5}, epsilon=1e9, n_permutations=49,
+                    random_state=5)
+    res = est.fit(X, y).result_
+    assert res.method == "dpMMD squared features"
+    assert res.sensitivity == pytest.approx(math.sqrt(2) / 60, rel=1e-4)
+    assert res.abs_error == feat.feature_mmd_abs_error(8, 2, "squared")
+    g = check_generator(5)
+    omega = feat.draw_frequencies("rbf", 0.25, 3, 8, g)  # gamma / 2
+    s = feat.feature_mmd_statistics(feat.squared_feature_map(X, omega), y, 49, g)
+    assert res.pvalue == (1 + np.sum(s[1:] >= s[0])) / 50
+    hs = DPHSICTest(method="features", n_components=4, feature_map="squared",
+                    epsilon=1.0, n_permutations=19, random_state=0).fit(X, X[:, :1]).result_
+    assert hs.method == "dpHSIC squared features"
+    diameter = feat.feature_shape(4, "squared")[2]
+    assert hs.sensitivity == pytest.approx(hsic_sensitivity(120, diameter, diameter))
+
+
+def test_squared_memory_refused_before_the_charge():
+    budget = PrivacyBudget(1.0)
+    X, y = two_samples(n=600)
+    est = DPMMDTest(method="features", n_components=64, feature_map="squared",
+                    max_memory=2**20, budget=budget)
+    with pytest.raises(InvalidParameterError,
+                       match=r"feature_map='squared'.*8256 features per row"):
+        est.fit(X, y)
+    assert budget.spent == (0.0, 0.0)
+    with pytest.raises(InvalidParameterError, match="feature_map"):
+        DPMMDTest(method="features", feature_map="cubed").fit(X, y)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [1, 10])
+def test_squared_features_type_one_error(d):
+    rng = np.random.default_rng(200 + d)
+    y = np.repeat([0, 1], [40, 60])
+    est = DPMMDTest(method="features", n_components=8, feature_map="squared", epsilon=1.0,
+                    n_permutations=99)
+    rejections = 0
+    for rep in range(REPS):
+        X = rng.standard_t(3, size=(100, d))
+        rejections += est.set_params(random_state=rep).decision(X, y)
+    assert rejections <= LIMIT, (rejections, LIMIT)

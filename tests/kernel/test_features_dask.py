@@ -100,6 +100,20 @@ def test_mmd_release_does_not_depend_on_the_chunking(synchronous, chunks):
     _assert_same_result(got, ref)
 
 
+def test_squared_feature_map_on_dask_is_the_numpy_release(synchronous):
+    X, y = _data(5, 700)
+    kw = {**MMD, "n_components": 4, "feature_map": "squared"}
+    ref = DPMMDTest(**kw, random_state=4).fit(X, y).result_
+    assert ref.method == "dpMMD squared features"
+    got = DPMMDTest(**kw, random_state=4).fit(da.from_array(X, chunks=(233, 3)), y).result_
+    _assert_same_result(got, ref)
+    hkw = {**HSIC, "n_components": 3, "feature_map": "squared"}
+    href = DPHSICTest(**hkw, random_state=4).fit(X[:300], X[:300, :1]).result_
+    hgot = DPHSICTest(**hkw, random_state=4).fit(da.from_array(X[:300], chunks=(97, 3)),
+                                                 da.from_array(X[:300, :1], chunks=(97, 1)))
+    _assert_same_result(hgot.result_, href)
+
+
 def test_mmd_threaded_scheduler_without_a_cluster():
     X, y = _data(4, 900, groups=(0, 1, 2))
     ref = DPMMDTest(**MMD, random_state=3).fit(X, y).result_
