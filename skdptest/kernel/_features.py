@@ -20,6 +20,15 @@ accuracy of cos/sin). The MMD sums of integer rows over at most ``2^30`` rows ar
 exact in float64 (every partial sum is an integer below ``2^53``), so the sums do
 not depend on BLAS, threads, blocks or chunks; only the last few operations round,
 which :func:`feature_mmd_abs_error` bounds.
+
+Why 2R and not sqrt(2). The feature kernel ``k_phi(x, x') = (1/D) sum_j cos(w_j^T (x -
+x'))`` is not the kernel: over unbounded data it comes arbitrarily close to -1 (for
+almost every draw of the frequencies, the flow ``t -> (w_j^T t mod 2 pi)_j`` is dense in
+the D-torus by Kronecker's theorem, so all D cosines approach -1 together), hence
+``sup ||phi(x) - phi(x')|| = 2``, attained in the limit: no certified diameter below 2
+exists for ``phi``. The squared map ``psi = phi (x) phi`` (``feature_map="squared"``,
+:func:`feature_shape`) has the kernel ``k_phi^2 >= 0`` and diameter about ``sqrt(2)``,
+the exact rbf test's, at ``D (2 D + 1)`` coordinates per row.
 """
 
 from __future__ import annotations
