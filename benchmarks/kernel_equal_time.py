@@ -41,11 +41,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+from kernel_scale import _commit, _load  # the same header fields as kernel_scale.py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 D_FEATURES = 5
@@ -54,16 +54,6 @@ GRID = (500, 1000, 1500, 2000, 3000, 4000, 6000, 8000, 10000, 12000, 14000, 1600
         24000, 28000, 32000, 40000)
 # mean shift per N (on every coordinate), from --calibrate (see the results file)
 DEFAULT_SHIFTS = {20000: 0.025, 50000: 0.016}
-
-
-def _commit():
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                         text=True, cwd=HERE)
-    return out.stdout.strip() or "unknown"
-
-
-def _load():
-    return " ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
 def sample(n, shift, seed):

@@ -188,8 +188,8 @@ def test_abs_error_bounds_the_rounding():
 
 # -- sensitivity (brute force) ---------------------------------------------------------------
 
-def _feature_mmd(X, codes, omega, n_perm=8, seed=12):
-    F = feat.feature_map(X, omega)
+def _feature_mmd(X, codes, omega, n_perm=8, seed=12, kind="fourier"):
+    F = feat.make_features(X, omega, kind)
     return feat.feature_mmd_statistics(F, codes, n_perm, np.random.default_rng(seed))
 
 
@@ -493,9 +493,8 @@ def test_squared_kernel_mean_matches_the_closed_form():
     assert np.all(np.abs(mean - expected)[off] <= 4.5 * se[off] + 1e-6)
 
 
-def _squared_mmd(X, codes, omega, n_perm=8, seed=12):
-    S = feat.squared_feature_map(X, omega)
-    return feat.feature_mmd_statistics(S, codes, n_perm, np.random.default_rng(seed))
+def _squared_mmd(X, codes, omega, n_perm=8):
+    return _feature_mmd(X, codes, omega, n_perm, kind="squared")
 
 
 def test_squared_mmd_sensitivity_attained_with_one_frequency():
