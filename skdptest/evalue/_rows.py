@@ -15,22 +15,22 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import validate_data
 
 from .._base import check_numeric, non_numeric_error
+from .._dask import (
+    check_n_features,
+    column_names,
+    is_dask,
+    refuse_non_numeric_columns,
+    with_known_chunks,
+)
 from .._noise import floor_to_grid
 from ._laws import _DiscreteLaws
 
 __all__ = ["RowTable", "check_finite", "integer_sum", "is_dask", "validate_rows"]
-
-
-def is_dask(X):
-    """Whether ``X`` is a dask collection (array or dataframe), without importing dask."""
-    return type(X).__module__.split(".")[0] == "dask" and hasattr(X, "__dask_graph__")
 
 
 def _law_dim(law):
@@ -40,20 +40,6 @@ def _law_dim(law):
 
 def _refuse_dtype(dtype):
     raise non_numeric_error(dtype)
-
-
-def _check_numeric_columns(X):
-    """Refuse pandas/dask dataframes with non-numeric columns, before validate_data
-    (which would pass categorical strings on as an object array)."""
-    dtypes = getattr(X, "dtypes", None)
-    if dtypes is None or not hasattr(dtypes, "__iter__"):
-        return
-    for dtype in dtypes:
-        kind = getattr(getattr(dtype, "numpy_dtype", dtype), "kind", "O")
-        if getattr(dtype, "name", "") == "category":
-            kind = dtype.categories.dtype.kind
-        if kind not in "biuf":
-            _refuse_dtype(dtype)
 
 
 def validate_rows(est, X, reset, finite=True):
@@ -74,7 +60,9 @@ def validate_rows(est, X, reset, finite=True):
     they release nothing but a refusal).
     """
     univariate = est.null is not None and _law_dim(est.null) == 1
-    _check_numeric_columns(X)
+    # numeric categories are values of the law (dataframes checked before validate_data,
+    # which would pass categorical strings on as an object array)
+    refuse_non_numeric_columns(X, "X", numeric_categories=True)
     if is_dask(X):
         return _validate_dask(est, X, reset, univariate)
     if univariate and np.ndim(X) == 1 and not hasattr(X, "dtypes"):
@@ -112,14 +100,10 @@ def check_finite(X):
 
 
 def _validate_dask(est, X, reset, univariate):
+    names = None
     if hasattr(X, "to_dask_array"):  # dataframe: lengths give the public chunk sizes
-        if reset and all(isinstance(c, str) for c in X.columns):
-            names = np.asarray(list(X.columns), dtype=object)
-        else:
-            names = None
+        names = column_names(X)
         X = X.to_dask_array(lengths=True)
-    else:
-        names = None
     if X.ndim == 1 and univariate:
         X = X[:, None]
     if X.ndim != 2:
@@ -129,20 +113,11 @@ def _validate_dask(est, X, reset, univariate):
         )
     if X.dtype.kind not in "biuf":
         _refuse_dtype(X.dtype)
-    if any(math.isnan(c) for c in X.chunks[0]):
-        X = X.compute_chunk_sizes()  # the row count is public
+    X = with_known_chunks(X)
     n, d = X.shape
     if n < 1:
         raise ValueError(f"Found array with {n} sample(s) while a minimum of 1 is required.")
-    if reset:
-        est.n_features_in_ = int(d)
-        if names is not None:
-            est.feature_names_in_ = names
-    elif d != est.n_features_in_:
-        raise ValueError(
-            f"X has {d} features, but {type(est).__name__} is expecting "
-            f"{est.n_features_in_} features as input."
-        )
+    check_n_features(est, d, names, reset)
     return X
 
 

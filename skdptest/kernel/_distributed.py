@@ -33,7 +33,6 @@ dask input before the charge.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +40,14 @@ import numpy as np
 from sklearn.utils import assert_all_finite
 
 from .._base import non_numeric_error
+from .._dask import (
+    check_n_features,
+    column_names,
+    is_dask,
+    refuse_non_numeric_columns,
+    with_known_chunks,
+)
 from .._params import InvalidParameterError
-from .._validation import is_dask
 from ._features import (
     BLOCK_ROWS,
     MAX_KEY_BYTES,
@@ -116,30 +121,16 @@ def refuse_dask(estimator, method, kernel_params=()):
                 "it out (1 / n_features).")
 
 
-def _numeric_frame(X, name):
-    """Refuse dataframes (dask or pandas) with non-numeric columns; their names."""
-    dtypes = getattr(X, "dtypes", None)
-    if dtypes is None or not hasattr(dtypes, "__iter__"):
-        return None
-    for dtype in dtypes:
-        kind = getattr(getattr(dtype, "numpy_dtype", dtype), "kind", "O")
-        if getattr(dtype, "name", "") == "category":
-            kind = "O"  # categories are labels, not numbers (as validate_data refuses)
-        if kind not in "biuf":
-            raise non_numeric_error(dtype, name)
-    columns = list(X.columns)
-    return np.asarray(columns, dtype=object) if all(isinstance(c, str) for c in columns) \
-        else None
-
-
 def _as_dask_array(X, name):
     """A dask array with known row chunk sizes, and the column names of a dataframe."""
     import dask.array as da
 
     names = None
     if hasattr(X, "to_dask_array"):  # dask dataframe or series: lengths are public
-        if getattr(X, "ndim", 1) == 2:
-            names = _numeric_frame(X, name)
+        if getattr(X, "ndim", 1) == 2:  # categories are labels, not numbers (as
+            # validate_data refuses them)
+            refuse_non_numeric_columns(X, name, numeric_categories=False)
+            names = column_names(X)
         else:  # a series (labels): categories as their values, extension dtypes as numpy
             if getattr(X.dtype, "name", "") == "category":
                 X = X.astype(X.dtype.categories.dtype)
@@ -150,9 +141,7 @@ def _as_dask_array(X, name):
             X = X.astype(np.float64)
     elif not is_dask(X):
         X = da.from_array(np.asarray(X), chunks=-1)  # rechunked to the rows of X later
-    if any(math.isnan(c) for c in X.chunks[0]):
-        X = X.compute_chunk_sizes()  # the row count is public
-    return X, names
+    return with_known_chunks(X), names
 
 
 def validate_dask_input(est, X, y, reset, *, labels):
@@ -207,13 +196,7 @@ def validate_dask_input(est, X, y, reset, *, labels):
     if y.shape[0] != n:
         raise ValueError(f"Found input variables with inconsistent numbers of samples: "
                          f"[{n}, {y.shape[0]}]")
-    if reset:
-        est.n_features_in_ = int(d)
-        if names is not None:
-            est.feature_names_in_ = names
-    elif d != est.n_features_in_:
-        raise ValueError(f"X has {d} features, but {type(est).__name__} is expecting "
-                         f"{est.n_features_in_} features as input.")
+    check_n_features(est, d, names, reset)
     X = X.rechunk({1: -1})
     y = y.rechunk((X.chunks[0],) + ((-1,) if y.ndim == 2 else ()))
     return X, y
