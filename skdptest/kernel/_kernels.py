@@ -109,16 +109,22 @@ class ResolvedKernel:
     rebuild : callable, default=None
         ``rebuild(gamma)`` returns the same kernel with another ``gamma``
         (named kernels; used by the private median bandwidth).
+    unit_diagonal : bool, default=False
+        Whether every evaluated Gram matrix ``func(X)`` has exactly 1 on its
+        diagonal (named rbf and laplacian: ``exp(-gamma * 0)``). A public
+        property of the kernel, so code may branch on it without revealing
+        anything about the data (not even through its running time).
     """
 
     def __init__(self, func, kappa, nonnegative, description, *, positive_definite=True,
-                 rebuild=None):
+                 rebuild=None, unit_diagonal=False):
         self._func = func
         self.kappa = float(kappa)
         self.nonnegative = bool(nonnegative)
         self.description = description
         self.positive_definite = bool(positive_definite)
         self._rebuild = rebuild
+        self.unit_diagonal = bool(unit_diagonal)
 
     @property
     def diameter(self):
@@ -382,7 +388,7 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
         def build(gamma, kernel=kernel, params=params, kappa=kappa, nonneg=nonneg):
             p = params if gamma is None else {**params, "gamma": float(gamma)}
             return ResolvedKernel(partial(_pairwise, kernel, p), kappa, nonneg, repr(kernel),
-                                  rebuild=build)
+                                  rebuild=build, unit_diagonal=kernel in ("rbf", "laplacian"))
 
         resolved = build(None)
     elif isinstance(kernel, gpk.Kernel):

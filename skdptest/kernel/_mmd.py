@@ -344,8 +344,11 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     V : ndarray of shape (N, C)
     col_sq : float, optional
         ``sum_i v_i^2``, the same for every column (two-group coefficients: ``1/m``
-        on m rows, ``-1/n`` on n rows, ``m (1/m)^2 + n (1/n)^2`` in a few roundings);
-        used when the diagonal of ``K`` is constant, instead of a pass over ``V``.
+        on m rows, ``-1/n`` on n rows, ``m (1/m)^2 + n (1/n)^2`` in a few roundings),
+        instead of a pass over ``V``. Callers pass it only for kernels with a public
+        unit diagonal (``ResolvedKernel.unit_diagonal``), so the branch taken never
+        depends on the data; the diagonal is still checked (a guard that such
+        kernels always pass).
 
     Returns
     -------
@@ -357,7 +360,7 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     q *= 2.0
     d = np.diagonal(K)
     if col_sq is not None and np.all(d == d[0]):
-        # constant diagonal (rbf, laplacian: exactly 1): one product per matrix
+        # unit diagonal (rbf, laplacian): one product per matrix
         q += (d[0] - 2.0) * col_sq
     else:
         q += np.einsum("ij,ij,i->j", V, V, d - 2.0)
@@ -623,9 +626,9 @@ def mmd_permutation_statistics(X, codes, n_permutations, rng, kernel, *, ksample
     else:
         columns, n_chunks, finish, col_sq = _coefficient_columns(
             codes, sizes, n_stats, ksample, per_chunk, rng)
-        stat2 = finish(column_quadratic_forms(X, kernel, columns, n_chunks,
-                                              max_kernel_bytes=max_kernel_bytes,
-                                              col_sq=col_sq))
+        stat2 = finish(column_quadratic_forms(
+            X, kernel, columns, n_chunks, max_kernel_bytes=max_kernel_bytes,
+            col_sq=col_sq if kernel.unit_diagonal else None))
     if squared:  # the quadratic forms themselves (any bounded kernel)
         return stat2
     return np.sqrt(np.maximum(stat2, 0.0))
@@ -676,7 +679,8 @@ def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n
 
         def statistics(i, k):
             K = held_kernel(X, k)
-            q = np.concatenate([triangular_quadratic_forms(K, V, col_sq) for V in chunks])
+            cs = col_sq if k.unit_diagonal else None
+            q = np.concatenate([triangular_quadratic_forms(K, V, cs) for V in chunks])
             return np.sqrt(np.maximum(finish(q), 0.0))
     else:
         copies = same_stream(rng, len(gammas))

@@ -519,3 +519,26 @@ def test_private_median_bandwidth():
     med = np.median(euclidean_distances(Z)[np.triu_indices(100, k=1)])
     assert abs(math.log(1 / math.sqrt(est.gamma_)) - math.log(med)) < 0.12
     assert DPMMDTest(random_state=0, n_permutations=9).fit(Z, y).gamma_ is None
+
+
+def test_closed_form_diagonal_only_for_public_unit_diagonal_kernels(monkeypatch):
+    # The closed form for sum v_i^2 is chosen from a public property of the kernel,
+    # never from the data's diagonal (a data-dependent branch would show in the time).
+    seen = []
+    original = mmd_mod.triangular_quadratic_forms
+
+    def spy(K, V, col_sq=None):
+        seen.append(col_sq is not None)
+        return original(K, V, col_sq)
+
+    monkeypatch.setattr(mmd_mod, "triangular_quadratic_forms", spy)
+    rng = np.random.default_rng(31)
+    codes = np.repeat([0, 1], [12, 15])
+    for name, expected in (("rbf", True), ("laplacian", True), ("linear", False),
+                           ("cosine", False)):
+        for X in (rng.normal(size=(27, 2)), np.ones((27, 2))):  # equal norms or not
+            k = resolve_kernel(name, None, 10.0 if name == "linear" else None, X)
+            assert k.unit_diagonal is expected
+            seen.clear()
+            mmd_permutation_statistics(X, codes, 5, np.random.default_rng(0), k)
+            assert seen == [expected]
