@@ -233,24 +233,26 @@ def test_mmd_sensitivity_brute_force_random(sizes, kind):
     assert worst > delta / 4  # the search does reach the scale of the bound
 
 
-def _hsic_worst_change(n, trials=300):
+def _hsic_worst_change(n, trials=300, kind="fourier", seed=14):
     """Largest change of any of the 6 feature sqrt(HSIC_b) values over random neighbours.
 
     D = 1 and angles on the quarter-turn grid; the replaced pair moves both features by
-    pi (a sign flip), the configuration that attains the bound.
+    pi (fourier: a sign flip) or pi / 2 (squared: orthogonal squared features), the
+    configurations that attain the bounds.
     """
-    rng = np.random.default_rng(14)
-    omega_x, omega_y = np.array([[1.0]]), np.array([[1.0]])
+    rng = np.random.default_rng(seed)
+    omega = np.array([[1.0]])
+    turn = math.pi if kind == "fourier" else math.pi / 2
+    grid = [0.0, math.pi / 2, math.pi, 3 * math.pi / 2]
     worst = 0.0
     for _ in range(trials):
-        X = rng.choice([0.0, math.pi / 2, math.pi, 3 * math.pi / 2], size=(n, 1))
-        Y = rng.choice([0.0, math.pi / 2, math.pi, 3 * math.pi / 2], size=(n, 1))
-        F, G = feat.feature_map(X, omega_x), feat.feature_map(Y, omega_y)
+        X, Y = rng.choice(grid, size=(n, 1)), rng.choice(grid, size=(n, 1))
+        F, G = feat.make_features(X, omega, kind), feat.make_features(Y, omega, kind)
         base = feat.feature_hsic_statistics(F, G, 5, np.random.default_rng(1))
         i = rng.integers(n)
         X2, Y2 = X.copy(), Y.copy()
-        X2[i], Y2[i] = X[i] + math.pi, Y[i] + math.pi
-        F2, G2 = feat.feature_map(X2, omega_x), feat.feature_map(Y2, omega_y)
+        X2[i], Y2[i] = X[i] + turn, Y[i] + turn
+        F2, G2 = feat.make_features(X2, omega, kind), feat.make_features(Y2, omega, kind)
         moved = feat.feature_hsic_statistics(F2, G2, 5, np.random.default_rng(1))
         worst = max(worst, np.max(np.abs(moved - base)))
     return worst
@@ -499,16 +501,12 @@ def _squared_mmd(X, codes, omega, n_perm=8):
     return _feature_mmd(X, codes, omega, n_perm, kind="squared")
 
 
-def test_squared_mmd_sensitivity_attained_with_one_frequency():
-    # D = 1, d = 1: psi = (cos^2, sqrt 2 cos sin, sin^2) of the angle; a quarter turn
-    # makes (phi^T phi')^2 = 0, so one moved point of the smaller group changes the
-    # statistic by sqrt(2) / m: the squared diameter is attained, 2 / m never is.
+def _squared_mmd_worst_change():
+    """Largest change of any squared-feature MMD statistic (sizes 4 and 6, D = 1, d = 1)
+    when one point moves; a quarter turn makes (phi^T phi')^2 = 0."""
     omega = np.array([[1.0]])
     codes = np.repeat([0, 1], [4, 6])
     X = np.zeros((10, 1))
-    diameter = feat.feature_shape(1, "squared")[2]
-    delta = mmd_sensitivity([4, 6], diameter)
-    eta = feat.feature_mmd_abs_error(1, 2, "squared")
     worst = 0.0
     for i in range(10):
         for c in (math.pi / 2, math.pi, 1.0, 2.5):
@@ -516,6 +514,17 @@ def test_squared_mmd_sensitivity_attained_with_one_frequency():
             X2[i] = c
             worst = max(worst, np.max(np.abs(_squared_mmd(X2, codes, omega)
                                              - _squared_mmd(X, codes, omega))))
+    return worst
+
+
+def test_squared_mmd_sensitivity_attained_with_one_frequency():
+    # D = 1, d = 1: psi = (cos^2, sqrt 2 cos sin, sin^2) of the angle; a quarter turn
+    # makes (phi^T phi')^2 = 0, so one moved point of the smaller group changes the
+    # statistic by sqrt(2) / m: the squared diameter is attained, 2 / m never is.
+    diameter = feat.feature_shape(1, "squared")[2]
+    delta = mmd_sensitivity([4, 6], diameter)
+    eta = feat.feature_mmd_abs_error(1, 2, "squared")
+    worst = _squared_mmd_worst_change()
     assert worst <= delta + 2 * eta
     assert worst >= math.sqrt(2) / 4 * (1 - 1e-6)  # attained
     assert not worst <= 0.9 * delta
@@ -528,22 +537,29 @@ def test_squared_hsic_sensitivity_brute_force():
     diameter = feat.feature_shape(1, "squared")[2]
     delta = hsic_sensitivity(n, diameter, diameter)
     assert delta == pytest.approx(hsic_sensitivity(n, 2 * R, 2 * R) / 2, rel=1e-4)
-    rng = np.random.default_rng(24)
-    omega = np.array([[1.0]])
-    grid = [0.0, math.pi / 2, math.pi, 3 * math.pi / 2]
-    worst = 0.0
-    for _ in range(300):
-        X, Y = rng.choice(grid, size=(n, 1)), rng.choice(grid, size=(n, 1))
-        F, G = feat.squared_feature_map(X, omega), feat.squared_feature_map(Y, omega)
-        base = feat.feature_hsic_statistics(F, G, 5, np.random.default_rng(1))
-        i = rng.integers(n)
-        X2, Y2 = X.copy(), Y.copy()
-        X2[i], Y2[i] = X[i] + math.pi / 2, Y[i] + math.pi / 2
-        F2, G2 = feat.squared_feature_map(X2, omega), feat.squared_feature_map(Y2, omega)
-        moved = feat.feature_hsic_statistics(F2, G2, 5, np.random.default_rng(1))
-        worst = max(worst, np.max(np.abs(moved - base)))
+    worst = _hsic_worst_change(n, kind="squared", seed=24)
     assert worst <= delta + 2 * feat.feature_hsic_abs_error(n, 1, 1, "squared")
     assert worst > delta / 2
+
+
+def test_squared_halved_noise_mutants_are_caught():
+    # The estimators' Laplace scale 2 c / epsilon must cover the change c attained by
+    # brute force on neighbours; half of it does not, for both squared-feature tests.
+    epsilon = 1.0
+    X = np.random.default_rng(2).normal(size=(10, 1))
+    res = DPMMDTest(method="features", n_components=1, feature_map="squared",
+                    epsilon=epsilon, n_permutations=9, random_state=0).fit(
+        X, np.repeat([0, 1], [4, 6])).result_
+    worst = _squared_mmd_worst_change()
+    assert res.noise_scale >= 2 * worst / epsilon
+    assert not res.noise_scale / 2 >= 2 * worst / epsilon
+    n = 6
+    Xh, yh = paired(n=n, seed=1)
+    hres = DPHSICTest(method="features", n_components=1, feature_map="squared",
+                      epsilon=epsilon, n_permutations=9, random_state=0).fit(Xh, yh).result_
+    hworst = _hsic_worst_change(n, kind="squared", seed=24)
+    assert hres.noise_scale >= 2 * hworst / epsilon
+    assert not hres.noise_scale / 2 >= 2 * hworst / epsilon
 
 
 def test_squared_estimator_plan_and_release_replay():
