@@ -1139,10 +1139,11 @@ class DPHSICTest(BasePrivateTest):
         )
 
     def _features_plan(self, params, X, y):
-        # Random Fourier features on both sides (see _features): each feature kernel is
-        # positive definite with k(x, x) <= R^2, feature diameter 2R, so the sqrt-HSIC
-        # sensitivity 2 (n - 1) (2R)^2 / n^2 = 8 (n - 1) R^2 / n^2 holds for all B + 1
-        # statistics (the Notes' argument, for the feature kernels).
+        # Random features on both sides (see _features): each feature kernel is positive
+        # definite, with the certified diameter D_f of the computed rows (feature_shape:
+        # 2R for "fourier", sqrt(2) R^2 + 2 eta for "squared"), so the sqrt-HSIC
+        # sensitivity 2 (n - 1) D_f^2 / n^2 holds for all B + 1 statistics (the Notes'
+        # argument, for the feature kernels).
         n = X.shape[0]
         gamma_x = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
         gamma_y = check_feature_kernel(params["y_kernel"], params["y_kernel_params"],

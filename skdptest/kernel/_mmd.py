@@ -1007,9 +1007,8 @@ class DPMMDTest(BasePrivateTest):
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
-                 n_jobs=None, verbose=0, method="exact", n_components=64, feature_map="fourier",
-                 budget=None,
-                 random_state=None):
+                 n_jobs=None, verbose=0, method="exact", n_components=64,
+                 feature_map="fourier", budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
         self.kernel_bound = kernel_bound
@@ -1122,8 +1121,9 @@ class DPMMDTest(BasePrivateTest):
         )
 
     def _features_plan(self, params, X, classes, codes, sizes):
-        # Random Fourier features (see _features): the feature kernel is positive
-        # definite with k(x, x) <= R^2, so the sqrt-MMD sensitivity holds with diameter 2R.
+        # Random features (see _features): the feature kernel is positive definite, so
+        # the sqrt-MMD sensitivity holds with the certified diameter of the computed rows
+        # (feature_shape: 2R for "fourier", sqrt(2) R^2 + 2 eta for "squared").
         gamma = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
         n, n_groups = int(codes.size), int(sizes.size)
         kind, D = params["feature_map"], params["n_components"]
