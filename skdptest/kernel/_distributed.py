@@ -9,23 +9,24 @@ What runs where (doc/kernel_tests.md, "Data on a dask cluster"):
   labels and their counts. Only a refusal or those counts come back: the classes and
   group sizes are public in the neighbouring relation (replace one row within its
   group).
-- **dpMMD.** The quantised feature rows (a function of each row alone and of the
-  public frequencies drawn on the client) are computed on the workers and persisted
-  there; they never leave them. Each worker returns its chunk's exact integer group
-  sums, then, for every chunk of relabelling masks drawn on the client (the same draws
-  as the numpy path), ``masks[:, chunk] @ F_chunk``: ``(rows, 2 D)`` exact integer
-  sums. The masks' column slices travel packed (1 bit per row). The client adds the
-  per-chunk sums (integers below ``2^53``: exact in any order) and finishes with the
-  numpy path's code (:func:`~._features.mmd_statistics_from_sums`): the release is the
-  numpy input's, bit for bit. With three or more groups the relabellings shuffle the
-  observed labels (Fisher-Yates over all N positions, as the numpy path draws them),
-  so the group codes (one byte per row) are gathered to the client; X and its features
-  still stay on the workers.
+- **dpMMD.** The quantised feature rows (a function of each row alone and of the public
+  frequencies drawn on the client) are computed on the workers and persisted there; they
+  never leave them. Each worker returns its chunk's exact integer group sums, then, for
+  every chunk of relabelling masks drawn on the client (the same draws as the numpy
+  path), ``masks[:, chunk] @ F_chunk``: ``(rows, M)`` exact integer sums (M features per
+  row). The masks' column slices travel packed (1 bit per row). The client adds the per-
+  chunk sums (integers below ``2^53``: exact in any order) and finishes with the numpy
+  path's code (:func:`~._features.mmd_statistics_from_sums`): the release is the numpy
+  input's, bit for bit. With three or more groups the relabellings shuffle the observed
+  labels (Fisher-Yates over all N positions, as the numpy path draws them), so the group
+  codes (one byte per row) are gathered to the client; X and its features still stay on
+  the workers.
 - **dpHSIC.** A permutation pairs the x-feature row of one individual with the
   y-feature row of another, anywhere in the data: the cross-covariance of a permuted
   pairing is not a sum of per-chunk terms. The quantised feature rows (never the raw
-  rows) are therefore computed on the workers and gathered to the client, ``8 n (Dx +
-  Dy)`` bytes of float32, and the numpy permutation loop runs there.
+  rows) are therefore computed on the workers and gathered to the client, ``4 n (Mx +
+  My)`` bytes of float32 (M features per row and side), and the numpy permutation loop
+  runs there.
 
 The exact kernel paths and the private median bandwidth (all pairs of rows) refuse
 dask input before the charge.
@@ -249,9 +250,10 @@ def _features(X, omega, kind="fourier"):
 def dask_feature_rows(X, omega, kind="fourier"):
     """The quantised feature rows of dask ``X``, computed on the workers, gathered.
 
-    Only the float32 feature rows come back (``8 n D`` bytes), never the raw rows; each
-    row is a function of that row and of the public ``omega`` alone, so the result is
-    :func:`~._features.feature_map` of the numpy rows, bit for bit.
+    Only the float32 feature rows come back (``4 n M`` bytes, M features per row),
+    never the raw rows; each row is a function of that row and of the public ``omega``
+    alone, so the result is :func:`~._features.make_features` of the numpy rows, bit
+    for bit.
     """
     return np.asarray(_features(X, omega, kind).compute())
 
@@ -345,7 +347,7 @@ def _tree_sum(tasks, fan_in=8):
     return np.asarray(dask.compute(tasks[0])[0])
 
 
-def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
+def dask_mmd_memory_bytes(n, n_chunks, n_dims, n_groups, n_permutations,
                           max_mask_bytes=None):
     """Estimated peak memory, in bytes, of a dask feature dpMMD release on the client.
 
@@ -353,9 +355,10 @@ def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
     and at most ``MAX_KEY_BYTES`` of keys; more groups: int8 labels and bool masks, plus
     the gathered codes, up to 4 bytes a row), its packed column slices (1 bit per
     entry, plus the graph's copies: counted twice), the sums that come back (one
-    ``(rows, 2 D)`` float64 array: the per-chunk sums are added on the workers) and
-    their few temporaries, and the B + 1 statistics with their noise. The feature rows stay
-    on the workers (each holds ``8 D`` bytes per row of its chunks).
+    ``(rows, n_dims)`` float64 array: the per-chunk sums are added on the workers) and
+    their few temporaries, and the B + 1 statistics with their noise. ``n_dims`` is the
+    number of features per row (``2 D`` fourier, ``D (2 D + 1)`` squared); the feature
+    rows stay on the workers (each holds ``4 n_dims`` bytes per row of its chunks).
     """
     if max_mask_bytes is None:
         max_mask_bytes = MAX_MASK_BYTES
@@ -367,7 +370,7 @@ def dask_mmd_memory_bytes(n, n_chunks, n_components, n_groups, n_permutations,
     else:
         masks = 3 * entries + 4 * n
     packed = 2 * (entries // 8 + n_chunks * n_masks * per)
-    sums = 16 * n_components * (n_masks * per + n_groups) * 6
+    sums = 8 * n_dims * (n_masks * per + n_groups) * 6
     return masks + packed + sums + 64 * (n_permutations + 1)
 
 

@@ -880,9 +880,10 @@ class DPHSICTest(BasePrivateTest):
         ``"features"``, ``X`` (and ``y``) may be dask arrays or dataframes; a
         permutation pairs rows of different chunks, so no per-chunk sums exist: the
         quantised feature rows (never the raw rows) are computed on the workers and
-        gathered to the client (``8 n (Dx + Dy)`` bytes), where the permutations run;
-        the release is the numpy input's, bit for bit. ``"exact"`` (and a private
-        median bandwidth) refuse dask input before the charge.
+        gathered to the client (``4 n (Mx + My)`` bytes, M features per row and side),
+        where the permutations run; the release is the numpy input's, bit for bit.
+        ``"exact"`` (and a private median bandwidth) refuse dask input before the
+        charge.
     n_components : int, default=64
         Number D of random frequencies per side (2D features) with
         ``method="features"``, in [1, 2**14]; ignored otherwise.
@@ -1188,7 +1189,7 @@ class DPHSICTest(BasePrivateTest):
         omega_y = draw_frequencies(name_y, spectral_gamma(gamma_y, kind), y.shape[1], D, rng)
         if is_dask(X):
             # a permutation pairs rows of different chunks: no per-chunk sums exist, so
-            # the feature rows (never the raw rows) are gathered, 8 n (Dx + Dy) bytes
+            # the feature rows (never the raw rows) are gathered, 4 n (Mx + My) bytes
             F, G = dask_feature_rows(X, omega_x, kind), dask_feature_rows(y, omega_y, kind)
         else:
             F, G = make_features(X, omega_x, kind), make_features(y, omega_y, kind)

@@ -1134,7 +1134,7 @@ class DPMMDTest(BasePrivateTest):
                 f"rows (exact integer sums); got N = {n}.")
         n_dims, _, diameter = feature_shape(D, kind)
         if is_dask(X):  # the client's share: masks, packed slices, returned sums
-            memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), -(-n_dims // 2), n_groups,
+            memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), n_dims, n_groups,
                                            params["n_permutations"])
         else:
             memory = feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,

@@ -326,18 +326,18 @@ def test_memory_plan_is_the_clients_share():
     from skdptest.kernel._features import feature_mmd_memory_bytes
 
     n, D, B = 10**6, 64, 2000
-    client_bytes = _distributed.dask_mmd_memory_bytes(n, 100, D, 2, B)
+    client_bytes = _distributed.dask_mmd_memory_bytes(n, 100, 2 * D, 2, B)
     assert 256 * 2**20 < client_bytes < feature_mmd_memory_bytes(n, 10, D, 2, B)
     # one chunk of masks (256 MiB) is on the client, the 8 N D bytes of features are not:
     # 16 times more components cost the client a few MiB (the returned sums), not 7.7 GB
-    wide = _distributed.dask_mmd_memory_bytes(n, 100, 16 * D, 2, B)
+    wide = _distributed.dask_mmd_memory_bytes(n, 100, 32 * D, 2, B)
     assert wide - client_bytes < 8 * n * 15 * D / 50
     est = DPMMDTest(**dict(MMD, n_components=D, n_permutations=B))
     with dask.config.set(scheduler="synchronous"):
         X = da.zeros((n, 10), chunks=(10**4, 10))
         y = da.from_array(np.repeat([0, 1], n // 2), chunks=10**4)
         plan = est.set_params(max_memory=2**40)._prepare(X, y, reset=True).plan
-    assert plan.memory_bytes == _distributed.dask_mmd_memory_bytes(n, 100, D, 2, B)
+    assert plan.memory_bytes == _distributed.dask_mmd_memory_bytes(n, 100, 2 * D, 2, B)
 
 
 @pytest.mark.slow
