@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.linalg import blas as _blas
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import validate_data
 
@@ -67,6 +65,14 @@ from ._kernels import (
     uses_private_median,
 )
 from ._results import make_permutation_result, plan_noise
+from ._trmm import (
+    blas_threads,
+    limit_blas,
+    map_dynamic,
+    map_row_blocks,
+    run_in_threads,
+    trmm_rows,
+)
 
 __all__ = [
     "DPMMDTest",
@@ -280,18 +286,17 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
         K = held_kernel(X, kernel)
         return np.concatenate([triangular_quadratic_forms(K, V, col_sq) for V in columns])
     if n_chunks == 1 and 8 * n * n <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes):
-        # Small kernel, one chunk: draw the coefficients in a thread while the
-        # (mostly single-threaded: exp) kernel is evaluated; numpy's bounded
-        # integers and partition release the GIL.
-        with ThreadPoolExecutor(1) as pool:
-            first = pool.submit(next, columns)
-            K = held_kernel(X, kernel)
-            V = first.result()
+        # Small kernel, one chunk: the (mostly single-threaded: exp) kernel is
+        # evaluated on a worker thread while the coefficients are drawn here
+        # (numpy's bounded integers, sort and ufuncs release the GIL).
+        V, K = run_in_threads([lambda: next(columns), lambda: held_kernel(X, kernel)])
         return triangular_quadratic_forms(K, V, col_sq)
     edges = _block_edges(n)
     pairs = [(i, j) for i in range(len(edges) - 1) for j in range(i, len(edges) - 1)]
     out = []
     for V in columns:
+        if isinstance(V, _MaskRows):
+            V = V.dense().T
         q = np.zeros(V.shape[1])
         for i, j in pairs:
             P = _kernel_block(X, kernel, edges, i, j) @ V[edges[j]:edges[j + 1]]
@@ -304,25 +309,14 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
     return np.concatenate(out)
 
 
-_BLAS_CONTROLLER = None
-
-
 def held_kernel(X, kernel):
     """The kernel matrix of ``X`` (C-ordered), evaluated with every BLAS on one thread.
 
-    Why: the distance product inside the kernel runs on numpy's BLAS, the triangular
-    product (:func:`triangular_quadratic_forms`) on scipy's; the pip wheels ship two
-    OpenBLAS builds whose idle worker threads keep spinning for a while after a call,
-    so a two-thread numpy product right before ``dtrmm`` leaves it one core (measured
-    here at N = 1000: 22 ms alone, 48 ms after a small numpy product). The kernel's
-    own work is mostly the single-threaded ``exp``.
+    Why: its own work is mostly the single-threaded ``exp``, and a multi-threaded
+    BLAS call would leave OpenBLAS workers spinning for ~0.1 s, taking cores from
+    the relabelling draws and the triangular product that follow (see ``_trmm``).
     """
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
-
-        _BLAS_CONTROLLER = ThreadpoolController()
-    with _BLAS_CONTROLLER.limit(limits=1, user_api="blas"):
+    with limit_blas():
         return np.ascontiguousarray(kernel(X))
 
 
@@ -330,18 +324,21 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     """``diag(V^T K V)`` from the lower triangle of ``K``: half the work of ``K @ V``.
 
     With ``L`` the strict lower triangle of ``K`` and ``d`` its diagonal, ``v^T K v =
-    2 v^T (L + I) v + sum_i (d_i - 2) v_i^2``. ``(L + I) V`` is one BLAS ``dtrmm``
-    (``N^2 C`` flops against the ``2 N^2 C`` of ``K @ V``; the unit diagonal is implied,
-    not read). The upper triangle of ``K`` is never read: the quadratic forms are those
-    of the symmetric matrix with ``K``'s lower triangle (the kernel's evaluated values).
-    Rounding: see :func:`mmd_abs_error`.
+    2 v^T (L + I) v + sum_i (d_i - 2) v_i^2`` (and ``v^T (L + I) v = v^T (L^T + I) v``).
+    ``(L^T + I) v`` is BLAS ``dtrmm`` (``N^2`` flops per column against the ``2 N^2``
+    of ``K v``; the unit diagonal is implied, not read), computed in fixed blocks of
+    columns on GIL-free threads (:mod:`._trmm`), each block's coefficients filled,
+    multiplied and reduced while it is in cache. The upper triangle of ``K`` is never
+    read: the quadratic forms are those of the symmetric matrix with ``K``'s lower
+    triangle (the kernel's evaluated values). Rounding: see :func:`mmd_abs_error`.
 
     Parameters
     ----------
     K : ndarray of shape (N, N)
-        C-ordered kernel matrix (its transpose is the Fortran-ordered upper
-        triangle handed to BLAS, no copy).
-    V : ndarray of shape (N, C)
+        C-ordered float64 kernel matrix.
+    V : ndarray of shape (N, C) or _MaskRows
+        The columns, or two-group coefficient rows given by their masks (filled
+        block by block, never held as float64).
     col_sq : float, optional
         ``sum_i v_i^2``, the same for every column (two-group coefficients: ``1/m``
         on m rows, ``-1/n`` on n rows, ``m (1/m)^2 + n (1/n)^2`` in a few roundings),
@@ -354,17 +351,94 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     -------
     q : ndarray of shape (C,)
     """
-    # K.T is Fortran-ordered; its upper triangle is K's lower one, transposed.
-    P = _blas.dtrmm(1.0, K.T, V, lower=0, diag=1)
-    q = np.einsum("ij,ij->j", V, P)
-    q *= 2.0
+    rows = V if isinstance(V, _MaskRows) else _DenseRows(V.T)
+    K = np.ascontiguousarray(K, dtype=np.float64)
     d = np.diagonal(K)
-    if col_sq is not None and np.all(d == d[0]):
-        # unit diagonal (rbf, laplacian): one product per matrix
-        q += (d[0] - 2.0) * col_sq
-    else:
-        q += np.einsum("ij,ij,i->j", V, V, d - 2.0)
+    unit = col_sq is not None and bool(np.all(d == d[0]))
+    d_minus_2 = d - 2.0
+    q = np.empty(rows.n_rows)
+    # Allocated here, not in the threads: the main thread's heap keeps and reuses
+    # large blocks, while fresh thread arenas fault every page in again.
+    P = np.empty((rows.n_rows, K.shape[0]))
+
+    def block(r0, r1):
+        # The coefficients go straight into P (no float64 copy kept); for the
+        # reduction they are refilled in cache-sized pieces: memory traffic, not
+        # flops, is what these passes cost.
+        trmm_rows(K, rows.block(r0, r1, out=P[r0:r1]))
+        scratch = np.empty((min(_REDUCE_ROWS, r1 - r0), K.shape[0]))
+        for s0 in range(r0, r1, _REDUCE_ROWS):
+            s1 = min(s0 + _REDUCE_ROWS, r1)
+            Mb, Pb, out = rows.block(s0, s1, out=scratch[:s1 - s0]), P[s0:s1], q[s0:s1]
+            out[...] = (Mb[:, None, :] @ Pb[:, :, None])[:, 0, 0]
+            out *= 2.0
+            if unit:  # unit diagonal (rbf, laplacian): one product per matrix
+                out += (d[0] - 2.0) * col_sq
+            else:
+                out += np.einsum("ij,ij,j->i", Mb, Mb, d_minus_2)
+
+    map_row_blocks(block, rows.n_rows)
     return q
+
+
+# Rows per piece of the final reduction (a piece of float64 coefficients stays in cache).
+_REDUCE_ROWS = 512
+
+
+class _DenseRows:
+    """Coefficient rows held as a float64 matrix (any strides)."""
+
+    def __init__(self, M):
+        self.M = M
+        self.n_rows = M.shape[0]
+
+    def block(self, r0, r1, out=None):
+        """Rows ``r0:r1`` (written into ``out`` when given, else a view)."""
+        if out is None:
+            return self.M[r0:r1]
+        out[...] = self.M[r0:r1]
+        return out
+
+    def dense(self):
+        return self.M
+
+
+class _MaskRows:
+    """Two-group coefficient rows: ``first`` where ``masks`` is True, ``second`` elsewhere.
+
+    One multiply-add pass per block (3x faster than ``np.where``); the slope is
+    nudged by ulps so that ``slope + second`` rounds to ``first`` exactly.
+    """
+
+    def __init__(self, masks, first, second):
+        self.masks, self.first, self.second = masks, first, second
+        self.n_rows = masks.shape[0]
+        slope = first - second
+        for _ in range(4):
+            if slope + second == first:
+                break
+            slope = np.nextafter(slope, np.inf if slope + second < first else -np.inf)
+        self.slope = slope if slope + second == first else None
+
+    def block(self, r0, r1, out=None):
+        masks = self.masks[r0:r1]
+        if out is None:
+            out = np.empty(masks.shape)
+        if self.slope is None:  # pragma: no cover - not seen in float64
+            out[...] = np.where(masks, self.first, self.second)
+            return out
+        np.multiply(masks, self.slope, out=out)
+        out += self.second
+        return out
+
+    def dense(self):
+        out = np.empty(self.masks.shape)
+
+        def fill(r0, r1):
+            self.block(r0, r1, out=out[r0:r1])
+
+        _in_row_blocks(fill, self.n_rows, self.masks.shape[1])
+        return out
 
 
 def _kernel_block(X, kernel, edges, i, j):
@@ -391,11 +465,12 @@ def _two_group_masks(n, m, n_rows, rng, tie_rng, out=None):
 
     Each row gets ``n`` i.i.d. uniform keys (16-bit up to ``KEY16_MAX_ROWS``
     rows, else 32-bit; one bulk draw of ``ceil(n / 4)`` or ``ceil(n / 2)`` 64-bit
-    words per row) and the ``m`` smallest are selected with ``np.partition`` (O(n),
-    no sorting and no sequential shuffle; large draws on two threads, which gives
-    the same masks). The keys are exchangeable, so the selected set is uniform over
-    the ``m``-subsets whenever the ``m``-th smallest key is unique (an event
-    invariant under permuting the positions); a row with a tie there is redrawn
+    words per row) and the ``m`` smallest are selected (16-bit keys: numpy's radix
+    sort; 32-bit: ``np.partition``; no sequential shuffle; large draws on
+    :func:`blas_threads` threads, which gives the same masks). The keys are
+    exchangeable, so the selected set is uniform over the ``m``-subsets whenever
+    the ``m``-th smallest key is unique (an event invariant under permuting the
+    positions); a row with a tie there is redrawn
     with 32-bit keys from ``tie_rng`` until it has none (rejection keeps the law
     exact), in row order. Redraws never touch ``rng``, so the relabellings do not
     depend on how the rows are chunked. Written into ``out`` when given.
@@ -404,13 +479,23 @@ def _two_group_masks(n, m, n_rows, rng, tie_rng, out=None):
     words = rng.integers(0, 2**64, size=(n_rows, -(-n // per_word)), dtype=np.uint64)
     keys = words.view(np.uint16 if per_word == 4 else np.uint32)[:, :n]
     masks = np.empty((n_rows, n), dtype=bool) if out is None else out
+    tied = np.zeros(n_rows, dtype=bool)
 
     def select(r0, r1):
         k = keys[r0:r1]
-        np.less_equal(k, np.partition(k, m - 1, axis=1)[:, m - 1:m], out=masks[r0:r1])
+        if per_word == 4 and m < n:
+            # numpy sorts 16-bit keys stably by radix (25 % faster than partition
+            # here); the m-th smallest is tied iff the next one equals it.
+            ordered = np.sort(k, axis=1, kind="stable")
+            np.equal(ordered[:, m - 1], ordered[:, m], out=tied[r0:r1])
+        else:
+            ordered = np.partition(k, m - 1, axis=1)
+        np.less_equal(k, ordered[:, m - 1:m], out=masks[r0:r1])
+        if not (per_word == 4 and m < n):
+            tied[r0:r1] = np.count_nonzero(masks[r0:r1], axis=1) != m
 
-    _in_row_halves(select, n_rows, n)
-    for r in np.flatnonzero(np.count_nonzero(masks, axis=1) != m):
+    _in_row_blocks(select, n_rows, n)
+    for r in np.flatnonzero(tied):
         while True:
             row = tie_rng.integers(0, 2**32, size=n, dtype=np.uint32)
             masks[r] = row <= np.partition(row, m - 1)[m - 1]
@@ -423,42 +508,20 @@ def _two_group_masks(n, m, n_rows, rng, tie_rng, out=None):
 _TWO_THREADS_MIN = 2**19
 
 
-def _in_row_halves(func, n_rows, n_cols):
-    """``func(0, n_rows)``, split into two row halves on two threads when the work is
-    large (numpy's partition and ufuncs release the GIL); the rows are independent,
-    so the results are the same."""
-    if n_rows < 2 or n_rows * n_cols < _TWO_THREADS_MIN:
-        func(0, n_rows)
-        return
-    mid = n_rows // 2
-    with ThreadPoolExecutor(1) as pool:
-        other = pool.submit(func, 0, mid)
-        func(mid, n_rows)
-        other.result()
+def _in_row_blocks(func, n_rows, n_cols):
+    """``func(0, n_rows)`` as ``func(r0, r1)`` over row blocks taken in turn by
+    :func:`blas_threads` threads when the work is large (numpy's sort and ufuncs
+    release the GIL; a thread busy with the kernel joins when it is done). The rows
+    are independent, so the results are the same."""
+    n_threads = 1 if n_rows < 2 or n_rows * n_cols < _TWO_THREADS_MIN else blas_threads()
+    n_blocks = max(1, min(n_rows, 4 * n_threads if n_threads > 1 else 1))
+    edges = [n_rows * t // n_blocks for t in range(n_blocks + 1)]
+    map_dynamic(func, list(zip(edges[:-1], edges[1:], strict=True)), n_threads)
 
 
 def _two_group_coefficients(masks, first, second):
-    """Rows ``first`` where ``masks`` is True, ``second`` elsewhere (float64).
-
-    One multiply-add pass (3x faster than ``np.where``); the slope is nudged
-    by ulps so that ``slope + second`` rounds to ``first`` exactly.
-    """
-    slope = first - second
-    for _ in range(4):
-        if slope + second == first:
-            break
-        slope = np.nextafter(slope, np.inf if slope + second < first else -np.inf)
-    out = np.empty(masks.shape)
-    if slope + second != first:  # pragma: no cover - not seen in float64
-        out[:] = np.where(masks, first, second)
-        return out
-
-    def fill(r0, r1):
-        np.multiply(masks[r0:r1], slope, out=out[r0:r1])
-        out[r0:r1] += second
-
-    _in_row_halves(fill, masks.shape[0], masks.shape[1])
-    return out
+    """Rows ``first`` where ``masks`` is True, ``second`` elsewhere (float64)."""
+    return _MaskRows(masks, first, second).dense()
 
 
 def _tie_generator(rng):
@@ -487,7 +550,8 @@ def draw_assignments(codes, n_permutations, rng):
 
 
 def _two_group_rows(codes, sizes, n_rows, first_is_observed, rng, tie_rng):
-    """Coefficient rows ``1/m`` (group 0) and ``-1/n`` (group 1), relabelled."""
+    """Coefficient rows ``1/m`` (group 0) and ``-1/n`` (group 1), relabelled
+    (a :class:`_MaskRows`; ``.dense()`` is the float64 matrix)."""
     first, second = 1.0 / sizes[0], -1.0 / sizes[1]
     start = 1 if first_is_observed else 0
     masks = np.empty((n_rows, codes.size), dtype=bool)
@@ -495,7 +559,7 @@ def _two_group_rows(codes, sizes, n_rows, first_is_observed, rng, tie_rng):
                      out=masks[start:])
     if first_is_observed:
         masks[0] = codes == 0
-    return _two_group_coefficients(masks, first, second)
+    return _MaskRows(masks, first, second)
 
 
 def _relabelled_codes(codes, sizes, n_rows, first_is_observed, rng, tie_rng):
@@ -547,21 +611,21 @@ def _coefficient_columns(codes, sizes, n_stats, ksample, per_chunk, rng):
     """The coefficient matrices of :func:`mmd_permutation_statistics`, lazily.
 
     Returns ``(columns, n_chunks, finish, col_sq)``: a generator of ``(N, c)``
-    matrices (observed first, ``per_chunk`` statistics each; k-sample: the pooled
-    column ``1/N`` first), their number, the map from their concatenated quadratic
-    forms to the B + 1 squared statistics, and ``sum_i v_i^2`` of every column when it
-    is the same for all (two groups), else None.
+    matrices or (two groups) :class:`_MaskRows` of ``c`` rows (observed first,
+    ``per_chunk`` statistics each; k-sample: the pooled column ``1/N`` first),
+    their number, the map from their concatenated quadratic forms to the B + 1
+    squared statistics, and ``sum_i v_i^2`` of every column when it is the same for
+    all (two groups), else None.
     """
     n, n_groups = codes.size, sizes.size
     starts = range(0, n_stats, per_chunk)
     tie_rng = _tie_generator(rng) if n_groups == 2 else None
     if not ksample:
         def two_group():
-            # (rows, N) C-ordered; its transpose is the (N, rows) coefficient
-            # matrix, used by BLAS without a copy.
+            # the rows of the transposed coefficient matrix, given by their masks
             for start in starts:
                 yield _two_group_rows(codes, sizes, min(per_chunk, n_stats - start),
-                                      start == 0, rng, tie_rng).T
+                                      start == 0, rng, tie_rng)
 
         first, second = 1.0 / sizes[0], -1.0 / sizes[1]
         col_sq = sizes[0] * (first * first) + sizes[1] * (second * second)

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from sklearn.metrics.pairwise import rbf_kernel
+from threadpoolctl import threadpool_limits
 
 import skdptest.kernel._mmd as mmd_mod
 from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
@@ -124,7 +125,7 @@ def test_triangular_forms_within_the_certified_error(kappa):
     K[np.triu_indices(n, 1)] = np.nan
     codes = np.repeat([0, 1], sizes)
     V = mmd_mod._two_group_rows(codes, np.array(sizes), 6, True, rng,
-                                np.random.default_rng(1)).T
+                                np.random.default_rng(1)).dense().T
     q = mmd_mod.triangular_quadratic_forms(K, V)
     exact = _exact_forms(K, V)
     bound = mmd_mod.mmd_abs_error(sizes, kappa, 2 * kappa, squared=True)
@@ -203,6 +204,38 @@ def test_partly_tied_16_bit_keys_give_uniform_subsets():
     _, counts = np.unique(masks @ (2 ** np.arange(5)), return_counts=True)
     assert counts.size == 10
     assert stats.chisquare(counts).pvalue > 1e-3
+
+
+def _reference_masks(n, m, n_rows, seed):
+    # The rule, written plainly: the m smallest of the row's keys (16-bit up to
+    # KEY16_MAX_ROWS rows, else 32-bit), ties at the threshold redrawn from tie_rng.
+    rng, tie_rng = np.random.default_rng(seed), np.random.default_rng(seed + 1)
+    per_word = 4 if n <= mmd_mod.KEY16_MAX_ROWS else 2
+    words = rng.integers(0, 2**64, size=(n_rows, -(-n // per_word)), dtype=np.uint64)
+    keys = words.view(np.uint16 if per_word == 4 else np.uint32)[:, :n]
+    out = np.empty((n_rows, n), dtype=bool)
+    for r in range(n_rows):
+        threshold = np.sort(keys[r])[m - 1]
+        out[r] = keys[r] <= threshold
+        while out[r].sum() != m:
+            row = tie_rng.integers(0, 2**32, size=n, dtype=np.uint32)
+            out[r] = row <= np.sort(row)[m - 1]
+    return out
+
+
+@pytest.mark.parametrize("n, m, n_rows", [(1000, 500, 700), (1000, 1, 600), (1000, 999, 600),
+                                          (5000, 2000, 120), (7, 3, 50)])
+def test_selected_masks_follow_the_rule_on_any_path(n, m, n_rows):
+    # radix sort (16-bit keys) or partition (32-bit), one thread or several, the
+    # masks are those of the plain rule, ties included (0.6 % of rows at n = 1000)
+    expected = _reference_masks(n, m, n_rows, 5)
+    got = mmd_mod._two_group_masks(n, m, n_rows, np.random.default_rng(5),
+                                   np.random.default_rng(6))
+    np.testing.assert_array_equal(got, expected)
+    with threadpool_limits(1, "blas"):
+        got1 = mmd_mod._two_group_masks(n, m, n_rows, np.random.default_rng(5),
+                                        np.random.default_rng(6))
+    np.testing.assert_array_equal(got1, expected)
 
 
 def test_relabellings_do_not_depend_on_chunking():
