@@ -10,7 +10,7 @@ N x N and V of shape N x (B + 1) (what ``diag(V^T K V)`` costs when done
 naively), timed in its own worker right after each dpMMD run (the machine is
 shared, so runs alternate and medians of ``--repeats`` are reported; both
 are warmed up on 100 rows first, and for N <= 2000 each worker reports the
-median of 5 in-process runs);
+median of 9 in-process runs);
 ``ratio`` is dpMMD time / product time of back-to-back runs, ``spaced ratio`` the
 same for runs after 0.25 s idle (see ``_timed``; the issue-13 target is <= 1.1 at
 N = 1000 and 2000), and the
@@ -59,18 +59,19 @@ def _current_rss_mb():
 
 
 def _inner(n):
-    # sub-second runs are noisy (+-10 %): median of 5 in-process runs for N <= 2000
-    return 5 if n <= 2000 else 1
+    # sub-second runs are noisy (+-10 %): median of 9 in-process runs for N <= 2000
+    return 9 if n <= 2000 else 1
 
 
 def _timed(func, n):
     """Medians of back-to-back runs and of runs after 0.25 s idle (``spaced``).
 
     Why both: pip's numpy and scipy wheels each ship an OpenBLAS whose idle worker
-    threads keep spinning for ~0.1 s after a call. dpMMD's triangular product runs
-    on scipy's, so in back-to-back fits the previous fit's spinning workers share
-    the cores with the next fit's relabelling draws; an isolated fit (``spaced``)
-    does not pay this. The product is timed the same two ways.
+    threads keep spinning for ~0.1 s after a multi-threaded call, and threads that
+    sleep take time to wake. Back to back, a call may find spinning workers (its own
+    library's: the product; none since dpMMD calls single-threaded BLAS on its own
+    kept threads); after 0.25 s idle everything starts cold. The product is timed
+    the same two ways.
     """
     import numpy as np
 
