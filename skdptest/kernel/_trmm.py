@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -43,6 +44,11 @@ ROW_ALIGN = 48
 MIN_ROWS_PER_THREAD = 2 * ROW_ALIGN
 
 _CACHE = {}
+# scipy.linalg.cython_blas.dtrmm: LP64 (32-bit integers), Fortran by-reference arguments,
+# its double type a typedef (``__pyx_t_..._d``) or ``double``.
+_SIGNATURE = re.compile(
+    rb"void \(char \*, char \*, char \*, char \*, int \*, int \*, (double|\w+_d) \*, "
+    rb"\1 \*, int \*, \1 \*, int \*\)")
 
 
 def _controller():
@@ -81,7 +87,7 @@ def _load_dtrmm():
         api.PyCapsule_GetPointer.restype = ctypes.c_void_p
         api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
         name = api.PyCapsule_GetName(capsule)
-        if b"int *" not in name:  # pragma: no cover - a 64-bit-integer BLAS build
+        if not _SIGNATURE.fullmatch(name):  # pragma: no cover - another build's signature
             return None
         pointer = api.PyCapsule_GetPointer(capsule, name)
     except Exception:  # pragma: no cover - no Cython BLAS: scipy's wrapper instead
@@ -205,7 +211,14 @@ def map_dynamic(func, blocks, n_threads):
 
 def map_row_blocks(func, n_rows, *, n_threads=None):
     """``func(r0, r1)`` for every block of :func:`row_blocks`, each on its own thread
-    (``n_threads``, default :func:`blas_threads`), with every BLAS on one thread."""
+    (``n_threads``, default :func:`blas_threads`), with every BLAS on one thread.
+
+    Without the GIL-free entry point (:func:`trmm_rows` then holds the GIL), one
+    block on the calling thread, BLAS keeping its own threads.
+    """
+    if _dtrmm() is None:  # pragma: no cover - scipy without the Cython BLAS
+        func(0, n_rows)
+        return
     blocks = row_blocks(n_rows, blas_threads() if n_threads is None else n_threads)
     with limit_blas():
         run_in_threads([lambda b=b: func(*b) for b in blocks])

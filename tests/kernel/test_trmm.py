@@ -133,3 +133,22 @@ def test_a_forked_child_gets_its_own_worker_threads():
     proc.join(60)
     assert proc.exitcode == 0
     assert queue.get(timeout=5) == [1, 2, 3]
+
+
+def test_the_gil_free_entry_point_is_found_and_its_fallback_gives_the_same_forms(monkeypatch):
+    # this scipy exposes dtrmm with the LP64 signature the ctypes prototype assumes
+    assert _trmm._dtrmm() is not None
+    assert _trmm._SIGNATURE.fullmatch(
+        b"void (char *, char *, char *, char *, int *, int *, double *, double *, int *, "
+        b"double *, int *)")
+    assert not _trmm._SIGNATURE.fullmatch(  # 64-bit integers: not ours to call
+        b"void (char *, char *, char *, char *, long *, long *, double *, double *, long *, "
+        b"double *, long *)")
+    K = _symmetric(300, 4)
+    masks = np.random.default_rng(5).random((250, 300)) < 0.5
+    rows = _mmd._MaskRows(masks, 1 / 150, -1 / 150)
+    with threadpool_limits(1, "blas"):
+        fast = _mmd.triangular_quadratic_forms(K, rows)
+        monkeypatch.setitem(_trmm._CACHE, "dtrmm", None)  # scipy's f2py wrapper instead
+        slow = _mmd.triangular_quadratic_forms(K, rows)
+    np.testing.assert_array_equal(fast, slow)
