@@ -326,9 +326,10 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     With ``L`` the strict lower triangle of ``K`` and ``d`` its diagonal, ``v^T K v =
     2 v^T (L + I) v + sum_i (d_i - 2) v_i^2`` (and ``v^T (L + I) v = v^T (L^T + I) v``).
     ``(L^T + I) v`` is BLAS ``dtrmm`` (``N^2`` flops per column against the ``2 N^2``
-    of ``K v``; the unit diagonal is implied, not read), computed in fixed blocks of
-    columns on GIL-free threads (:mod:`._trmm`), each block's coefficients filled,
-    multiplied and reduced while it is in cache. The upper triangle of ``K`` is never
+    of ``K v``; the unit diagonal is implied, not read), one block of columns per
+    worker thread, GIL-free (:mod:`._trmm`). A block's coefficients are written into
+    the product's buffer just before its product and refilled in pieces for the final
+    reduction: no float64 copy of ``V`` is held. The upper triangle of ``K`` is never
     read: the quadratic forms are those of the symmetric matrix with ``K``'s lower
     triangle (the kernel's evaluated values). Rounding: see :func:`mmd_abs_error`.
 
@@ -357,14 +358,12 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     unit = col_sq is not None and bool(np.all(d == d[0]))
     d_minus_2 = d - 2.0
     q = np.empty(rows.n_rows)
-    # Allocated here, not in the threads: the main thread's heap keeps and reuses
-    # large blocks, while fresh thread arenas fault every page in again.
-    P = np.empty((rows.n_rows, K.shape[0]))
+    P = np.empty((rows.n_rows, K.shape[0]))  # one buffer; each thread owns its rows
 
     def block(r0, r1):
-        # The coefficients go straight into P (no float64 copy kept); for the
-        # reduction they are refilled in cache-sized pieces: memory traffic, not
-        # flops, is what these passes cost.
+        # The coefficients go straight into P; for the reduction they are refilled
+        # from the masks (1 byte per entry) rather than copied and kept (8 bytes):
+        # memory traffic, not flops, is what these passes cost.
         trmm_rows(K, rows.block(r0, r1, out=P[r0:r1]))
         scratch = np.empty((min(_REDUCE_ROWS, r1 - r0), K.shape[0]))
         for s0 in range(r0, r1, _REDUCE_ROWS):
@@ -381,7 +380,8 @@ def triangular_quadratic_forms(K, V, col_sq=None):
     return q
 
 
-# Rows per piece of the final reduction (a piece of float64 coefficients stays in cache).
+# Rows per piece of the final reduction: few numpy calls per thread (threads making
+# many small calls contend for the GIL: 32-row pieces cost 2 ms more at N = 1000).
 _REDUCE_ROWS = 512
 
 
@@ -470,10 +470,10 @@ def _two_group_masks(n, m, n_rows, rng, tie_rng, out=None):
     :func:`blas_threads` threads, which gives the same masks). The keys are
     exchangeable, so the selected set is uniform over the ``m``-subsets whenever
     the ``m``-th smallest key is unique (an event invariant under permuting the
-    positions); a row with a tie there is redrawn
-    with 32-bit keys from ``tie_rng`` until it has none (rejection keeps the law
-    exact), in row order. Redraws never touch ``rng``, so the relabellings do not
-    depend on how the rows are chunked. Written into ``out`` when given.
+    positions); a row with a tie there is redrawn with 32-bit keys from ``tie_rng``
+    until it has none (rejection keeps the law exact), in row order. Redraws never
+    touch ``rng``, so the relabellings do not depend on how the rows are chunked.
+    Written into ``out`` when given.
     """
     per_word = 4 if n <= KEY16_MAX_ROWS else 2
     words = rng.integers(0, 2**64, size=(n_rows, -(-n // per_word)), dtype=np.uint64)

@@ -6,8 +6,7 @@ values of ``K``'s strict lower triangle; ``K``'s upper triangle and diagonal are
 never read). It is BLAS ``dtrmm`` (``N^2`` flops per row, half of a general
 product), called through scipy's public Cython BLAS (``scipy.linalg.cython_blas``)
 with ``ctypes``, which releases the GIL. :func:`map_row_blocks` runs a function
-over blocks of rows on several Python threads, each calling a
-single-threaded BLAS.
+over blocks of rows on several Python threads, each calling a single-threaded BLAS.
 
 Why not BLAS's own threads: pip's numpy and scipy wheels each ship an OpenBLAS
 whose idle worker threads spin for ~0.1 s after every multi-threaded call, so in
@@ -18,8 +17,8 @@ calls wake no BLAS worker. The number of threads is the BLAS thread count in for
 multiples of :data:`ROW_ALIGN` rows: OpenBLAS's kernels treat a call's last few rows
 (fewer than a register block) apart, so a row's value depends on its position
 modulo the register block, which aligned edges keep the same whatever the number of
-threads (tested). Without the Cython BLAS entry point, scipy's ``dtrmm`` wrapper computes
-the same product (holding the GIL).
+threads (tested). Without the Cython BLAS entry point, scipy's ``dtrmm`` wrapper
+computes the same product (holding the GIL, on BLAS's own threads).
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import ctypes
 import os
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from scipy.linalg import blas as _blas
@@ -187,8 +186,8 @@ def run_in_threads(tasks):
     try:
         first = tasks[0]()
     finally:
-        others = [f.result() for f in futures]  # wait for all before raising
-    return [first, *others]
+        wait(futures)  # all done before anything is raised or returned
+    return [first, *(f.result() for f in futures)]
 
 
 def map_dynamic(func, blocks, n_threads):
