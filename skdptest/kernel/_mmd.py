@@ -176,7 +176,9 @@ def mmd_abs_error(group_sizes, kappa, diameter, *, squared=False):
     """Certified bound on the float64 error of each computed MMD statistic.
 
     The Gram values as evaluated are taken as the kernel's values; the bound
-    covers the arithmetic after them. Every statistic is a quadratic form
+    covers the arithmetic after them. (The named exp kernels evaluate values below
+    ``e^-690`` as 0, see ``_kernels.EXP_FLOOR``: a change of at most ``4 e^-690`` in
+    a quadratic form, far below one rounding of this bound.) Every statistic is a quadratic form
     ``sum_jl c_jl K_jl`` whose absolute terms sum to at most ``S = 4 kappa``
     (two groups: ``(sum |v|)^2 kappa``) or ``2 kappa`` (k-sample: the group
     terms and the grand-mean term, ``kappa`` each). The triangular evaluation

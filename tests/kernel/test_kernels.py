@@ -166,3 +166,43 @@ def test_private_median_audit_catches_halved_noise():
 
     assert 0.75 * eps < worst(1.0) <= eps + 1e-9
     assert worst(2.0) > eps
+
+
+@pytest.mark.parametrize("name", ["rbf", "laplacian", "chi2"])
+def test_named_exp_kernels_flush_underflow_to_zero_and_are_sklearn_above_it(name):
+    # Exponents at or below EXP_FLOOR give exactly 0 (exp never computes a subnormal
+    # or underflowing value, whose cost depends on the data); above, scikit-learn's
+    # value bit for bit.
+    from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel, rbf_kernel
+
+    from skdptest.kernel import _kernels
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, size=(60, 3)) * np.repeat([1.0, 40.0, 400.0], 20)[:, None]
+    gamma = 2.0
+    ours = _kernels._pairwise(name, {"gamma": gamma}, X)
+    theirs = {"rbf": rbf_kernel, "laplacian": laplacian_kernel, "chi2": chi2_kernel}[name](
+        X, gamma=gamma)
+    floor = np.exp(_kernels.EXP_FLOOR)
+    above = theirs > 1.001 * floor
+    assert above.any() and (~above).any() and (theirs[~above] > 0).any()
+    np.testing.assert_array_equal(ours[above], theirs[above])
+    assert np.all(ours[~above] == 0.0)
+    # no subnormal (nor any value below the floor) is ever produced
+    assert not np.any((ours > 0) & (ours < floor))
+    func = {"rbf": rbf_kernel, "laplacian": laplacian_kernel, "chi2": chi2_kernel}[name]
+    cross, theirs_cross = _kernels._pairwise(name, {"gamma": gamma}, X[:7], X), func(
+        X[:7], X, gamma=gamma)
+    kept = theirs_cross > 1.001 * floor
+    np.testing.assert_array_equal(cross[kept], theirs_cross[kept])
+    assert np.all(cross[~kept] == 0.0)
+
+
+def test_exp_of_exponents_edge_values():
+    from skdptest.kernel._kernels import EXP_FLOOR, exp_of_exponents
+
+    T = np.array([0.0, -1.0, EXP_FLOOR, np.nextafter(EXP_FLOOR, 0), -700.0, -np.inf, np.nan])
+    out = exp_of_exponents(T.copy())
+    assert out[0] == 1.0 and out[1] == np.exp(-1.0)
+    assert out[2] == 0.0 and out[3] == np.exp(np.nextafter(EXP_FLOOR, 0)) > 0
+    assert out[4] == 0.0 and out[5] == 0.0 and np.isnan(out[6])
