@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -62,6 +62,7 @@ from ._kernels import (
 )
 from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory
 from ._results import make_permutation_result, plan_noise
+from ._trmm import blas_threads, limit_blas, run_in_threads
 
 __all__ = [
     "DPHSICTest",
@@ -303,6 +304,19 @@ def _get_trace_kernel():  # pragma: no cover - needs numba
     return _numba_trace_kernel
 
 
+@contextlib.contextmanager
+def _numba_threads():  # pragma: no cover - needs numba
+    """numba's parallel loops on at most the BLAS thread count in force (so that
+    ``threadpoolctl.threadpool_limits`` caps them too); restored afterwards."""
+    numba = _load_numba()
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
 def _resolve_backend(backend, work):
     if backend == "auto":
         backend = os.environ.get("SKDPTEST_HSIC_BACKEND", "auto")
@@ -328,17 +342,17 @@ def permutation_traces(Kc, L, perms, backend="auto"):
     backend = _resolve_backend(backend, work)
     if backend == "numba":  # pragma: no cover - needs numba
         acc = np.zeros(perms.shape[0])
-        _get_trace_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
-                            np.ascontiguousarray(perms, dtype=np.int32), 0, acc)
+        with _numba_threads():
+            _get_trace_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
+                                np.ascontiguousarray(perms, dtype=np.int32), 0, acc)
         return acc
-    n_threads = min(os.cpu_count() or 1, 8) if work >= _THREADS_MIN_WORK else 1
+    n_threads = min(blas_threads(), 8) if work >= _THREADS_MIN_WORK else 1
     if n_threads == 1:
         return _traces_numpy(Kc, L, perms)
-    # numpy's take and einsum release the GIL: threads over permutations.
-    with ThreadPoolExecutor(n_threads) as pool:
-        parts = pool.map(lambda chunk: _traces_numpy(Kc, L, chunk),
-                         np.array_split(perms, n_threads))
-        return np.concatenate(list(parts))
+    # numpy's take and einsum release the GIL: threads over permutations, as many as
+    # the BLAS thread count in force (threadpoolctl caps both).
+    return np.concatenate(run_in_threads([lambda c=c: _traces_numpy(Kc, L, c)
+                                          for c in np.array_split(perms, n_threads)]))
 
 
 def _resolve_precision(precision):
@@ -439,9 +453,14 @@ class _ExactSum:
 
 
 def _gram_tile(kernel, data, t0, t1):
-    """Rows ``t0 .. t1 - 1`` of the Gram matrix, as the canonical evaluation."""
-    rows = np.array(kernel(data[t0:t1], data), dtype=np.float64)
-    diag = np.diagonal(kernel(data[t0:t1]))
+    """Rows ``t0 .. t1 - 1`` of the Gram matrix, as the canonical evaluation.
+
+    BLAS on one thread: a multi-threaded distance product leaves OpenBLAS workers
+    spinning for ~0.1 s, through the permutation loops that follow (see ``_trmm``).
+    """
+    with limit_blas():
+        rows = np.array(kernel(data[t0:t1], data), dtype=np.float64)
+        diag = np.diagonal(kernel(data[t0:t1]))
     rows[np.arange(t1 - t0), np.arange(t0, t1)] = diag
     return rows
 
@@ -558,30 +577,26 @@ def _float32_pass(X, Y, perms, kernel_x, kernel_y, m, g, backend, block_rows):
     rest = np.ascontiguousarray(perms[1:], dtype=np.int32)
     n_threads = 1
     if backend == "numpy" and float(n) * n * rest.shape[0] >= _THREADS_MIN_WORK:
-        n_threads = min(os.cpu_count() or 1, 8)
-    pool = ThreadPoolExecutor(n_threads) if n_threads > 1 else None
-    try:
-        for s in range(0, n, block_rows):
-            e = min(s + block_rows, n)
-            Kt = _centred_rows(kernel_x, X, m, g, s, e)
-            W = _lower_weights(s, e, n)
-            Kw = Kt * W  # exact (w in {0, 1, 2})
-            k_abs_sum += float(np.abs(Kw).sum())
-            Lrows = _gram_rows(kernel_y, Y, s, e)
-            observed.add((Kw * Lrows)[W > 0])
-            del Lrows
-            if backend == "numba":  # pragma: no cover - needs numba
+        n_threads = min(blas_threads(), 8)  # threadpoolctl caps it, as it caps BLAS
+    chunks = np.array_split(rest, n_threads)
+    for s in range(0, n, block_rows):
+        e = min(s + block_rows, n)
+        Kt = _centred_rows(kernel_x, X, m, g, s, e)
+        W = _lower_weights(s, e, n)
+        Kw = Kt * W  # exact (w in {0, 1, 2})
+        k_abs_sum += float(np.abs(Kw).sum())
+        Lrows = _gram_rows(kernel_y, Y, s, e)
+        observed.add((Kw * Lrows)[W > 0])
+        del Lrows
+        if backend == "numba":  # pragma: no cover - needs numba
+            with _numba_threads():
                 _get_trace_kernel()(np.ascontiguousarray(Kt), L32, rest, s, acc)
-            elif pool is None:
-                acc += _block_traces_numpy(Kw, L32, rest, s, e)
-            else:
-                parts = pool.map(lambda c, Kw=Kw, s=s, e=e:
-                                 _block_traces_numpy(Kw, L32, c, s, e),
-                                 np.array_split(rest, n_threads))
-                acc += np.concatenate(list(parts))
-    finally:
-        if pool is not None:
-            pool.shutdown()
+        elif n_threads == 1:
+            acc += _block_traces_numpy(Kw, L32, rest, s, e)
+        else:
+            acc += np.concatenate(run_in_threads(
+                [lambda c=c, Kw=Kw, s=s, e=e: _block_traces_numpy(Kw, L32, c, s, e)
+                 for c in chunks]))
     eta = _blocked_error_bound(n, k_abs_sum, l_max, scale)
     return observed.value(), acc * scale, eta
 
@@ -709,8 +724,10 @@ def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256, squared=Fal
 
 
 def _centred_gram(kernel, data):
-    """``(HKH, tr(K) - 1^T K 1 / n)`` of one marginal's Gram matrix."""
-    K = kernel(data)
+    """``(HKH, tr(K) - 1^T K 1 / n)`` of one marginal's Gram matrix (BLAS on one
+    thread, as in :func:`_gram_tile`)."""
+    with limit_blas():
+        K = kernel(data)
     trace = float(np.trace(K)) - float(K.sum()) / len(data)
     return _double_centre(K), trace
 

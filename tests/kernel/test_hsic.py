@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from sklearn.metrics.pairwise import rbf_kernel
+from threadpoolctl import threadpool_limits
 
 import skdptest.kernel._hsic as hsic_mod
 from skdptest import DPHSICTest, PrivacyBudget
@@ -89,8 +90,30 @@ def test_threaded_numpy_backend_matches_serial(monkeypatch):
     perms = draw_permutations(30, 20, rng)
     serial = permutation_traces(Kc, L, perms, backend="numpy")
     monkeypatch.setattr(hsic_mod, "_THREADS_MIN_WORK", 0)
-    monkeypatch.setattr(hsic_mod.os, "cpu_count", lambda: 3)
-    np.testing.assert_array_equal(permutation_traces(Kc, L, perms, backend="numpy"), serial)
+    # threads as many as the BLAS thread count in force (threadpoolctl), never
+    # os.cpu_count(): the same values whatever that count
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads, "blas"):
+            assert hsic_mod.blas_threads() == threads
+            np.testing.assert_array_equal(
+                permutation_traces(Kc, L, perms, backend="numpy"), serial)
+
+
+def test_blocked_numpy_pass_threads_follow_the_blas_limit(monkeypatch):
+    rng = np.random.default_rng(2)
+    X, Y = rng.normal(size=(70, 2)), rng.normal(size=(70, 1))
+    kx = resolve_kernel("rbf", None, None, X)
+    ky = resolve_kernel("rbf", None, None, Y)
+    perms = draw_permutations(70, 30, rng)
+    m, g = hsic_mod._column_means(kx, X)
+    monkeypatch.setattr(hsic_mod, "_THREADS_MIN_WORK", 0)
+    out = []
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads, "blas"):
+            out.append(hsic_mod._float32_pass(X, Y, perms, kx, ky, m, g, "numpy", 64))
+    for o in out[1:]:
+        assert o[0] == out[0][0] and o[2] == out[0][2]
+        np.testing.assert_array_equal(o[1], out[0][1])
 
 
 def test_backend_errors():
@@ -446,3 +469,20 @@ def test_forced_refinement_still_equals_float64(monkeypatch, safety):
             assert len(refined) >= 20
         else:  # some comparisons decided by the enclosures, some refined
             assert 20 <= len(refined) <= 200
+
+
+def test_numba_threads_follow_the_blas_limit():
+    numba = pytest.importorskip("numba")
+    rng = np.random.default_rng(3)
+    Kc = hsic_mod._double_centre(rbf_kernel(rng.normal(size=(40, 2))))
+    L = rbf_kernel(rng.normal(size=(40, 1)))
+    perms = draw_permutations(40, 25, rng)
+    before = numba.get_num_threads()
+    values = []
+    for threads in (1, 2):
+        with threadpool_limits(threads, "blas"), hsic_mod._numba_threads():
+            assert numba.get_num_threads() == min(threads, numba.config.NUMBA_NUM_THREADS)
+        with threadpool_limits(threads, "blas"):
+            values.append(permutation_traces(Kc, L, perms, backend="numba"))
+    assert numba.get_num_threads() == before  # restored
+    np.testing.assert_allclose(values[0], values[1], rtol=1e-12, atol=1e-12)
