@@ -22,6 +22,7 @@ from .._params import (
     Options,
     RandomState,
 )
+from .._threads import blas_threads, limit_blas, run_in_threads
 from ._bandwidth import (
     Progress,
     aggregate_sensitivity,
@@ -62,7 +63,6 @@ from ._kernels import (
 )
 from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory
 from ._results import make_permutation_result, plan_noise
-from ._trmm import blas_threads, limit_blas, run_in_threads
 
 __all__ = [
     "DPHSICTest",
@@ -456,7 +456,7 @@ def _gram_tile(kernel, data, t0, t1):
     """Rows ``t0 .. t1 - 1`` of the Gram matrix, as the canonical evaluation.
 
     BLAS on one thread: a multi-threaded distance product leaves OpenBLAS workers
-    spinning for ~0.1 s, through the permutation loops that follow (see ``_trmm``).
+    spinning for ~0.1 s, through the permutation loops that follow (see ``skdptest/_threads.py``).
     """
     with limit_blas():
         rows = np.array(kernel(data[t0:t1], data), dtype=np.float64)

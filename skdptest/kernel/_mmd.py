@@ -22,6 +22,7 @@ from .._params import (
     Options,
     RandomState,
 )
+from .._threads import blas_threads, limit_blas, map_dynamic, run_in_threads
 from ._bandwidth import (
     Progress,
     aggregate_sensitivity,
@@ -65,14 +66,7 @@ from ._kernels import (
     uses_private_median,
 )
 from ._results import make_permutation_result, plan_noise
-from ._trmm import (
-    blas_threads,
-    limit_blas,
-    map_dynamic,
-    map_row_blocks,
-    run_in_threads,
-    trmm_rows,
-)
+from ._trmm import map_row_blocks, trmm_rows
 
 __all__ = [
     "DPMMDTest",
@@ -316,7 +310,7 @@ def held_kernel(X, kernel):
 
     Why: its own work is mostly the single-threaded ``exp``, and a multi-threaded
     BLAS call would leave OpenBLAS workers spinning for ~0.1 s, taking cores from
-    the relabelling draws and the triangular product that follow (see ``_trmm``).
+    the relabelling draws and the triangular product that follow (see ``skdptest/_threads.py``).
     """
     with limit_blas():
         return np.ascontiguousarray(kernel(X))

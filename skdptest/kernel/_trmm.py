@@ -12,8 +12,8 @@ Why not BLAS's own threads: pip's numpy and scipy wheels each ship an OpenBLAS
 whose idle worker threads spin for ~0.1 s after every multi-threaded call, so in
 back-to-back fits the previous fit's workers took a core from the next fit's
 relabelling draws (N = 1000: a fit 1.2-1.35x one ``K @ V`` product). Single-threaded
-calls wake no BLAS worker. The number of threads is the BLAS thread count in force
-(threadpoolctl), so ``threadpool_limits`` caps it as it caps BLAS. Block edges are
+calls wake no BLAS worker. The threads are the library's kept workers
+(``skdptest/_threads.py``), as many as the BLAS thread count in force. Block edges are
 multiples of :data:`ROW_ALIGN` rows: OpenBLAS's kernels treat a call's last few rows
 (fewer than a register block) apart, so a row's value depends on its position
 modulo the register block, which aligned edges keep the same whatever the number of
@@ -24,16 +24,14 @@ computes the same product (holding the GIL, on BLAS's own threads).
 from __future__ import annotations
 
 import ctypes
-import os
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from scipy.linalg import blas as _blas
 
-__all__ = ["blas_threads", "limit_blas", "map_dynamic", "map_row_blocks", "row_blocks",
-           "run_in_threads", "trmm_rows"]
+from .._threads import blas_threads, limit_blas, run_in_threads
+
+__all__ = ["map_row_blocks", "row_blocks", "trmm_rows"]
 
 # Block edges are multiples of this many rows (a multiple of the usual BLAS
 # register-block widths 2, 4, 6, 8, 12, 16, 24). One block per thread: every dtrmm
@@ -48,25 +46,6 @@ _CACHE = {}
 _SIGNATURE = re.compile(
     rb"void \(char \*, char \*, char \*, char \*, int \*, int \*, (double|\w+_d) \*, "
     rb"\1 \*, int \*, \1 \*, int \*\)")
-
-
-def _controller():
-    if "controller" not in _CACHE:
-        from threadpoolctl import ThreadpoolController
-
-        _CACHE["controller"] = ThreadpoolController()
-    return _CACHE["controller"]
-
-
-def limit_blas():
-    """Context manager: every BLAS library on one thread (threadpoolctl)."""
-    return _controller().limit(limits=1, user_api="blas")
-
-
-def blas_threads():
-    """The smallest BLAS thread count in force (1 when none is found)."""
-    libs = _controller().select(user_api="blas").lib_controllers
-    return max(1, min((lib.num_threads for lib in libs), default=1))
 
 
 def _dtrmm():
@@ -143,69 +122,6 @@ def row_blocks(n_rows, n_threads):
     edges = [min(n_rows, ROW_ALIGN * ((units * t) // n_threads)) for t in range(n_threads + 1)]
     edges[-1] = n_rows
     return [(a, b) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
-
-
-_POOL = {"pid": None, "executor": None, "size": 0}
-_POOL_LOCK = threading.Lock()
-_IN_WORKER = threading.local()
-
-
-def _executor(n_workers):
-    """The module's worker threads (at least ``n_workers``), kept between calls.
-
-    Why kept: a fit at N = 1000 lasts ~40 ms, and threads started afresh on an idle
-    machine cost it ~7 ms (measured after 0.25 s idle: 30 ms against 23 ms for the
-    triangular product). A forked child gets its own executor (its parent's
-    threads do not exist there).
-    """
-    with _POOL_LOCK:
-        if _POOL["pid"] != os.getpid() or _POOL["size"] < n_workers:
-            old = _POOL["executor"] if _POOL["pid"] == os.getpid() else None
-            _POOL.update(pid=os.getpid(), size=n_workers, executor=ThreadPoolExecutor(
-                n_workers, thread_name_prefix="skdptest-blas", initializer=_mark_worker))
-            if old is not None:
-                old.shutdown(wait=False)
-        return _POOL["executor"]
-
-
-def _mark_worker():
-    _IN_WORKER.active = True
-
-
-def run_in_threads(tasks):
-    """Run the zero-argument callables ``tasks``: the first on the calling thread, the
-    others on the module's worker threads; return their results in order.
-
-    Called from a worker thread, every task runs there, in order (a worker never
-    waits for another: no deadlock whatever the nesting). Exceptions propagate.
-    """
-    tasks = list(tasks)
-    if len(tasks) <= 1 or getattr(_IN_WORKER, "active", False):
-        return [task() for task in tasks]
-    futures = [_executor(len(tasks) - 1).submit(task) for task in tasks[1:]]
-    try:
-        first = tasks[0]()
-    finally:
-        wait(futures)  # all done before anything is raised or returned
-    return [first, *(f.result() for f in futures)]
-
-
-def map_dynamic(func, blocks, n_threads):
-    """``func(*block)`` for every block, taken in turn by ``n_threads`` threads (the
-    calling one and the module's workers): a worker still busy with an earlier task
-    joins when it is done, so none waits idle while blocks remain."""
-    blocks = iter(blocks)
-    lock = threading.Lock()
-
-    def take_in_turn():
-        while True:
-            with lock:
-                block = next(blocks, None)
-            if block is None:
-                return
-            func(*block)
-
-    run_in_threads([take_in_turn] * max(1, n_threads))
 
 
 def map_row_blocks(func, n_rows, *, n_threads=None):

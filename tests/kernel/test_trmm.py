@@ -1,7 +1,5 @@
 """The GIL-free triangular product and worker threads of exact dpMMD (kernel/_trmm)."""
 
-import multiprocessing
-import threading
 
 import numpy as np
 import pytest
@@ -73,66 +71,6 @@ def test_quadratic_forms_do_not_depend_on_the_number_of_threads(n, c, monkeypatc
         np.testing.assert_array_equal(q, results[0])
     V = rows.dense().T
     np.testing.assert_allclose(results[0], np.einsum("ij,ij->j", V, K @ V), rtol=1e-10)
-
-
-def test_blas_thread_limit_caps_the_threads():
-    seen = set()
-    lock = threading.Lock()
-
-    def record(r0, r1):
-        with lock:
-            seen.add(threading.get_ident())
-
-    with threadpool_limits(1, "blas"):
-        assert _trmm.blas_threads() == 1
-        _trmm.map_row_blocks(record, 10_000)
-        _mmd._in_row_blocks(record, 10_000, 1_000)
-    assert seen == {threading.get_ident()}
-    with threadpool_limits(2, "blas"):
-        assert _trmm.blas_threads() == 2
-        seen.clear()
-        _trmm.map_row_blocks(record, 10_000)
-        assert len(seen) == 2
-
-
-def test_run_in_threads_keeps_order_propagates_errors_and_nests():
-    assert _trmm.run_in_threads([lambda i=i: i * i for i in range(5)]) == [0, 1, 4, 9, 16]
-    assert _trmm.run_in_threads([]) == []
-
-    def boom():
-        raise RuntimeError("worker failed")
-
-    with pytest.raises(RuntimeError, match="worker failed"):
-        _trmm.run_in_threads([lambda: 1, boom])
-    with pytest.raises(RuntimeError, match="worker failed"):
-        _trmm.run_in_threads([boom, lambda: 1])
-
-    # tasks that themselves split work: inside a worker everything runs inline,
-    # so a worker never waits for a queued task (no deadlock, one worker or many)
-    def nested(k):
-        return sum(_trmm.run_in_threads([lambda j=j: j + k for j in range(4)]))
-
-    assert _trmm.run_in_threads([lambda k=k: nested(k) for k in range(6)]) == [
-        6 + 4 * k for k in range(6)]
-
-    seen = []
-    _trmm.map_dynamic(lambda a, b: seen.append((a, b)), [(0, 1), (1, 2), (2, 3)], 3)
-    assert sorted(seen) == [(0, 1), (1, 2), (2, 3)]
-
-
-def _child(queue):
-    queue.put(_trmm.run_in_threads([lambda: 1, lambda: 2, lambda: 3]))
-
-
-def test_a_forked_child_gets_its_own_worker_threads():
-    _trmm.run_in_threads([lambda: 0, lambda: 0])  # the parent's executor exists
-    ctx = multiprocessing.get_context("fork")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue,))
-    proc.start()
-    proc.join(60)
-    assert proc.exitcode == 0
-    assert queue.get(timeout=5) == [1, 2, 3]
 
 
 def test_the_gil_free_entry_point_is_found_and_its_fallback_gives_the_same_forms(monkeypatch):
