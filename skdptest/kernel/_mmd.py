@@ -395,9 +395,6 @@ class _DenseRows:
         out[...] = self.M[r0:r1]
         return out
 
-    def dense(self):
-        return self.M
-
 
 class _MaskRows:
     """Two-group coefficient rows: ``first`` where ``masks`` is True, ``second`` elsewhere.
@@ -513,11 +510,6 @@ def _in_row_blocks(func, n_rows, n_cols):
     n_blocks = max(1, min(n_rows, 4 * n_threads if n_threads > 1 else 1))
     edges = [n_rows * t // n_blocks for t in range(n_blocks + 1)]
     map_dynamic(func, list(zip(edges[:-1], edges[1:], strict=True)), n_threads)
-
-
-def _two_group_coefficients(masks, first, second):
-    """Rows ``first`` where ``masks`` is True, ``second`` elsewhere (float64)."""
-    return _MaskRows(masks, first, second).dense()
 
 
 def _tie_generator(rng):

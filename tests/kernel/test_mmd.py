@@ -252,7 +252,7 @@ def test_relabellings_do_not_depend_on_chunking():
 @pytest.mark.parametrize("m, n", [(1, 1), (3, 7), (40, 60), (333, 667), (999, 1)])
 def test_two_group_coefficients_are_exact(m, n):
     masks = np.random.default_rng(0).random((4, m + n)) < 0.5
-    V = mmd_mod._two_group_coefficients(masks, 1.0 / m, -1.0 / n)
+    V = mmd_mod._MaskRows(masks, 1.0 / m, -1.0 / n).dense()
     assert np.all(V[masks] == 1.0 / m)
     assert np.all(V[~masks] == -1.0 / n)
 
