@@ -69,3 +69,31 @@ def test_a_forked_child_gets_its_own_worker_threads():
     proc.join(60)
     assert proc.exitcode == 0
     assert queue.get(timeout=5) == [1, 2, 3]
+
+
+def test_overlapping_blas_limits_restore_the_original_counts():
+    # Two fits in user threads whose limits overlap and end out of order: the counts
+    # in force before the first are back after the last (BLAS never left on 1 thread).
+    with threadpool_limits(2, "blas"):
+        first, second = _threads.limit_blas(), _threads.limit_blas()
+        first.__enter__()
+        assert _threads.blas_threads() == 1
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert _threads.blas_threads() == 1  # the second still holds the limit
+        second.__exit__(None, None, None)
+        assert _threads.blas_threads() == 2
+        # from real threads, interleaved
+        barrier = threading.Barrier(3)
+
+        def hold():
+            with _threads.limit_blas():
+                barrier.wait()
+                barrier.wait()
+
+        workers = [threading.Thread(target=hold) for _ in range(3)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert _threads.blas_threads() == 2
