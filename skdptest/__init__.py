@@ -6,10 +6,10 @@ from ._budget import (
     LedgerError,
     LedgerNotFoundError,
     PrivacyBudget,
-    PrivacyLeakWarning,
 )
 from ._params import InvalidParameterError
 from ._results import TestResult
+from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
 from .evalue import (
     EProcessResult,
     EValueResult,
@@ -30,6 +30,7 @@ __all__ = [
     "DPMMDTest",
     "EProcessResult",
     "EValueResult",
+    "FixedRandomStateWarning",
     "GeneralizedThresholdMechanism",
     "InvalidParameterError",
     "LedgerEntry",

@@ -11,8 +11,10 @@
    the data is stored on the estimator.
 2. charge the budget (raises :class:`~skdptest.BudgetExceededError`; nothing
    computed). If step 1 or 2 fails, no fitted attribute is left behind.
-3. build the generator (an int seed: reproducible; ``None``: OS entropy).
-4. ``_release(prep, rng)``: compute the private release, a frozen result.
+3. build the generator (``None``: OS entropy; anything else is replayable and
+   raises :class:`~skdptest.FixedRandomStateWarning`).
+4. ``_release(prep, rng)``: compute the private release, a frozen result, under
+   numpy's error state "ignore" (no floating-point warning escapes).
 5. set ``result_`` and the fitted attributes that ``_fitted_attributes``
    derives from ``prep`` and the result only.
 
@@ -32,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._params import InvalidParameterError, validate_parameters
 from ._validation import check_budget, check_generator
+from ._warnings import quiet_numerics, warn_fixed_random_state
 
 __all__ = ["BasePrivateTest", "BaseStreamingTest", "Prepared", "check_numeric",
            "non_numeric_error"]
@@ -171,6 +174,8 @@ class BasePrivateTest(BaseEstimator):
         if budget is not None:
             epsilon, delta = self._privacy_cost(params)
             budget.spend(epsilon, delta, label=f"{type(self).__name__}.{what}")
+        # A parameter, not the data, decides this warning: it may be raised after the charge.
+        warn_fixed_random_state(type(self).__name__, params["random_state"])
 
     def _clear_fitted(self):
         """Remove every fitted attribute (names ending in ``_``)."""
@@ -205,7 +210,8 @@ class BasePrivateTest(BaseEstimator):
         self._clear_fitted()
         prep = self._prepare_and_charge(X, y, "fit")
         rng = check_generator(prep.params["random_state"])
-        result = self._release(prep, rng)
+        with quiet_numerics():  # no floating-point warning may tell neighbours apart
+            result = self._release(prep, rng)
         for name, value in self._fitted_attributes(prep, result).items():
             setattr(self, name, value)
         self.result_ = result
@@ -233,7 +239,8 @@ class BasePrivateTest(BaseEstimator):
         prep = self._prepare(X, y, reset=False)
         self._charge(prep.params, "score")
         rng = check_generator(prep.params["random_state"], stream=1)
-        return float(self._score_release(prep, rng))
+        with quiet_numerics():
+            return float(self._score_release(prep, rng))
 
     def _score_release(self, prep, rng):
         """The private evidence figure of a release on ``prep`` (used by ``score``)."""
@@ -395,7 +402,8 @@ class BaseStreamingTest(BasePrivateTest):
             self._check_frozen(stream)
             X, _ = self._validate_input(X, y, reset=False)
             self._check_stream_data(stream, X)
-        self.result_ = self._advance(stream, X)
+        with quiet_numerics():
+            self.result_ = self._advance(stream, X)
         return self
 
     def _check_frozen(self, stream):

@@ -43,6 +43,7 @@ from numbers import Real
 from pathlib import Path
 
 from ._params import Interval, check_value
+from ._warnings import PrivacyLeakWarning
 
 __all__ = [
     "LEDGER_APPLICATION_ID",
@@ -142,10 +143,6 @@ class LedgerError(ValueError):
 
 class LedgerNotFoundError(LedgerError, FileNotFoundError):
     """The ledger file of a handle no longer exists; nothing is recorded."""
-
-
-class PrivacyLeakWarning(UserWarning):
-    """Warning for an option that reads private data without charging for it."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ multi-threaded call, taking cores from whatever threaded stage follows.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -99,7 +100,10 @@ def run_in_threads(tasks):
     tasks = list(tasks)
     if len(tasks) <= 1 or getattr(_IN_WORKER, "active", False):
         return [task() for task in tasks]
-    futures = [_executor(len(tasks) - 1).submit(task) for task in tasks[1:]]
+    # Each task runs in a copy of the caller's context, so numpy's error state (a context
+    # variable: "ignore" after the charge) holds on the workers too.
+    executor = _executor(len(tasks) - 1)
+    futures = [executor.submit(contextvars.copy_context().run, task) for task in tasks[1:]]
     try:
         first = tasks[0]()
     finally:

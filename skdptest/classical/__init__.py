@@ -1,0 +1,3 @@
+"""Everyday private tests: proportions, ranks, distributions, tables, bounded means."""
+
+__all__ = []

@@ -1,0 +1,52 @@
+"""Result of the everyday private tests (frozen, keyword-only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._results import TestResult
+
+__all__ = ["ClassicalTestResult"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassicalTestResult(TestResult):
+    """Result of an everyday private test (proportion, rank, distribution, mean).
+
+    Every field is a private release, a function of the release alone (so covered
+    by the same ε), or public (parameters, sizes).
+
+    Attributes
+    ----------
+    reject : bool
+        Whether ``pvalue <= alpha`` (a function of the p-value).
+    alpha : float
+        Level of the test.
+    epsilon : float
+        ε spent by the release.
+    delta : float
+        δ spent (0 for the pure ε-DP tests of this family).
+    n_samples : int
+        Number of rows (public).
+    method : str
+        Name of the procedure.
+    statistic : float
+        The private release: the noisy statistic (the statistic plus noise
+        calibrated to its sensitivity); the p-value is a function of it and of
+        public quantities only.
+    pvalue : float
+        Valid p-value of the null hypothesis, computed from ``statistic``
+        (exact or Monte Carlo-exact; each estimator's docstring says which).
+    alternative : str
+        ``"two-sided"``, ``"greater"`` or ``"less"`` (public).
+    sensitivity : float
+        Global sensitivity of the statistic under the estimator's
+        neighbouring relation (public).
+    """
+
+    statistic: float
+    pvalue: float
+    alternative: str
+    sensitivity: float
+
+    _unpack = ("statistic", "pvalue")
