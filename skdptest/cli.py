@@ -39,6 +39,7 @@ import os
 import re
 import sqlite3
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,13 @@ def demo():
     The random seeds are fixed so that the demo prints the same numbers every time.
     That is for reproducibility only: a real release must use ``random_state=None``.
     """
+    with warnings.catch_warnings():
+        # Simulated data and fixed seeds on purpose: the demo prints the same numbers.
+        warnings.simplefilter("ignore", skdptest.FixedRandomStateWarning)
+        return _demo()
+
+
+def _demo():
     params = AB_TEST
     converted_b, log_minutes, variant, converted = simulate(params)
     budget = PrivacyBudget(epsilon=TOTAL_EPSILON)
@@ -444,10 +452,12 @@ def _column(frame, name, path, option):
         raise _CliError(EXIT_BAD_INPUT,
                         f"{option}: no column {name!r} in {path!r} (columns: {known})")
     column = frame[name]
-    missing = int(column.isna().sum())
-    if missing:
-        raise _CliError(EXIT_BAD_INPUT,
-                        f"{option}: column {name!r} has {missing} missing value(s)")
+    if column.isna().any():
+        # The kind of problem only: a count or a line number would be read from private data.
+        raise _CliError(
+            EXIT_BAD_INPUT,
+            f"{option}: column {name!r} has missing values; impute or drop them with a "
+            "public rule before the test (data-dependent imputation is itself a release)")
     return column
 
 
@@ -458,13 +468,12 @@ def _numeric(frame, names, path, option):
     for name in names:
         column = _column(frame, name, path, option)
         values = pd.to_numeric(column, errors="coerce")
-        bad = np.flatnonzero(values.isna().to_numpy())
-        if bad.size:
-            # Line numbers count the header as line 1. The value itself is not echoed.
+        if values.isna().any():
+            # No count, no line number, no value: each would be read from private data.
             raise _CliError(
                 EXIT_BAD_INPUT,
-                f"{option}: column {name!r} is not numeric ({bad.size} non-numeric "
-                f"value(s), first on line {bad[0] + 2} of {path!r})",
+                f"{option}: column {name!r} is not numeric (it holds values "
+                "that are not numbers); encode them as numbers with a public rule first",
             )
         columns.append(values.to_numpy(dtype=np.float64))
     return np.column_stack(columns)
@@ -618,7 +627,10 @@ def _run_test(args):
     if args.seed is not None:
         print(_SEED_WARNING, file=sys.stderr)
     try:
-        result = estimator.test(X, y)
+        with warnings.catch_warnings():
+            # The CLI printed its own seed warning above (once, in its own words).
+            warnings.simplefilter("ignore", skdptest.FixedRandomStateWarning)
+            result = estimator.test(X, y)
     except BudgetExceededError as exc:
         raise _CliError(EXIT_BUDGET, str(exc)) from None
     except LedgerError as exc:

@@ -317,9 +317,9 @@ def _bad_inputs(tmp_path, frame):
         (["mmd", "--columns", "a", "--group-column", "gg"], "data.csv",
          r"--group-column: no column 'gg'"),
         (["hsic", "--x-columns", "a", "--y-columns", "b"], "holes.csv",
-         r"--x-columns: column 'a' has 1 missing value\(s\)"),
+         r"--x-columns: column 'a' has missing values; impute or drop them with a public"),
         (["hsic", "--x-columns", "b", "--y-columns", "a"], "words.csv",
-         r"--y-columns: column 'a' is not numeric \(1 non-numeric value\(s\), first on line 4"),
+         r"--y-columns: column 'a' is not numeric \(it holds values that"),
         (["evalue", "--column", "g", "--null", "bernoulli(0.3)",
           "--alternative", "bernoulli(0.6)"], "data.csv", r"--column: column 'g' is not numeric"),
         (evalue, "outside.csv", r"outside the support of the null"),
@@ -427,3 +427,24 @@ def test_parse_law_refuses_everything_else(text, pattern):
 def test_parse_law_needs_a_string():
     with pytest.raises(TypeError, match="a law must be given as a str, got float"):
         parse_law(0.3)
+
+
+@pytest.mark.parametrize("bad_value, column_args", [
+    ("", ["hsic", "--x-columns", "a", "--y-columns", "b"]),  # missing values
+    ("oops", ["hsic", "--x-columns", "a", "--y-columns", "b"]),  # non-numeric values
+])
+def test_refusals_carry_no_count_nor_position(tmp_path, bad_value, column_args):
+    # 7 and 8 bad rows, at different lines: the messages must be identical (no count, no
+    # line number, no value read from the private file).
+    messages = []
+    for n_bad, first in ((7, 3), (8, 11)):
+        lines = ["a,b"] + [f"{i},{i % 3}" for i in range(40)]
+        for row in range(first, first + n_bad):
+            lines[row + 1] = f"{bad_value},{row % 3}"
+        path = tmp_path / "bad.csv"
+        path.write_text("\n".join(lines) + "\n")
+        code, out, err = _cli([column_args[0], "--file", path, *column_args[1:]], "inproc")
+        assert code == 3
+        messages.append(err)
+    assert messages[0] == messages[1]
+    assert "7" not in messages[0] and "8" not in messages[0]
