@@ -281,3 +281,33 @@ def test_floor_to_grid():
         floor_to_grid([2.0**70], 1.0)
     with pytest.raises(ValueError, match="grid must be a positive finite power of two"):
         floor_to_grid([1.0], 0.3)
+
+
+def test_tulap_law_and_exactness():
+    from skdptest._noise import tulap
+
+    rng = np.random.default_rng(11)
+    rate = 1.0
+    z = tulap(rng, rate, size=200_000)
+    # integer part: the exact discrete Laplace law of rate ε (G₁ − G₂)
+    j = np.round(z).astype(np.int64)
+    assert _g_test_pvalue(j, rate) > P_FLOOR
+    # fractional part: uniform on (−1/2, 1/2), independent of the integer part
+    u = z - j
+    assert np.all(np.abs(u) < 0.5)
+    assert stats.kstest(u, "uniform", args=(-0.5, 1.0)).pvalue > P_FLOOR
+    assert stats.kstest(u[j == 0], "uniform", args=(-0.5, 1.0)).pvalue > P_FLOOR
+    # U lies on the odd multiples of 2**-54 (exact, symmetric grid)
+    v = tulap(rng, rate, size=1000)
+    v = v[np.abs(v) < 0.5]  # J = 0: the float is U itself (no rounding)
+    scaled = np.ldexp(v, 54)
+    assert np.all(scaled == np.floor(scaled)) and np.all(scaled % 2 == 1)
+    # the shift is added in integer arithmetic: same noise, shifted by exactly the count
+    a = tulap(np.random.default_rng(3), rate, size=5, shift=0)
+    b = tulap(np.random.default_rng(3), rate, size=5, shift=7)
+    np.testing.assert_array_equal(b - a, 7.0)
+    assert isinstance(tulap(rng, rate), float)
+    with pytest.raises(TypeError, match="shift must hold integers"):
+        tulap(rng, rate, shift=0.5)
+    with pytest.raises(ValueError, match="multiple of 2"):
+        tulap(rng, 0.1)
