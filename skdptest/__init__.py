@@ -10,6 +10,12 @@ from ._budget import (
 from ._params import InvalidParameterError
 from ._results import TestResult
 from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
+from .classical import (
+    ChiSquareTestResult,
+    DPChiSquareTest,
+    DPContingencyTest,
+    DPKolmogorovSmirnovTest,
+)
 from .evalue import (
     EProcessResult,
     EValueResult,
@@ -26,7 +32,11 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "BudgetExceededError",
+    "ChiSquareTestResult",
+    "DPChiSquareTest",
+    "DPContingencyTest",
     "DPHSICTest",
+    "DPKolmogorovSmirnovTest",
     "DPMMDTest",
     "EProcessResult",
     "EValueResult",

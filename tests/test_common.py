@@ -59,6 +59,11 @@ CASES = {
     "DPMMDTest": (dict(n_permutations=50), _two_groups),
     "DPHSICTest": (dict(n_permutations=50), _paired),
     "GeneralizedThresholdMechanism": (dict(), lambda: (_normal(200, 1) + 3.0, None)),
+    "DPKolmogorovSmirnovTest": (dict(n_resamples=99), lambda: _two_groups(60, 1)),
+    "DPChiSquareTest": (dict(categories=[0, 1, 2], n_resamples=99),
+                        lambda: (np.arange(60.0).reshape(-1, 1) % 3, None)),
+    "DPContingencyTest": (dict(categories=([0, 1], [0, 1, 2]), n_resamples=99),
+                          lambda: (np.c_[np.arange(60.0) % 2, np.arange(60.0) % 3], None)),
 }
 
 

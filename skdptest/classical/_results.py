@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .._results import TestResult
 
-__all__ = ["ClassicalTestResult"]
+__all__ = ["ChiSquareTestResult", "ClassicalTestResult"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,3 +50,21 @@ class ClassicalTestResult(TestResult):
     sensitivity: float
 
     _unpack = ("statistic", "pvalue")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChiSquareTestResult(ClassicalTestResult):
+    """Result of :class:`~skdptest.DPChiSquareTest`: the fields of
+    :class:`ClassicalTestResult` plus the released noisy counts.
+
+    Attributes
+    ----------
+    noisy_counts : tuple of int
+        The private release: each declared category's count plus independent exact
+        discrete Laplace noise (rate ε/2; the count vector has L1 sensitivity 2), in
+        the order of the declared categories. ``statistic`` (Pearson's χ² on these
+        counts), ``pvalue`` and ``reject`` are functions of them and of data-independent
+        Monte Carlo draws, so all fields together cost ε.
+    """
+
+    noisy_counts: tuple
