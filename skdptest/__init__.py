@@ -15,6 +15,9 @@ from .classical import (
     DPChiSquareTest,
     DPContingencyTest,
     DPKolmogorovSmirnovTest,
+    DPKruskalWallisTest,
+    DPMannWhitneyTest,
+    DPWilcoxonTest,
 )
 from .evalue import (
     EProcessResult,
@@ -37,7 +40,10 @@ __all__ = [
     "DPContingencyTest",
     "DPHSICTest",
     "DPKolmogorovSmirnovTest",
+    "DPKruskalWallisTest",
     "DPMMDTest",
+    "DPMannWhitneyTest",
+    "DPWilcoxonTest",
     "EProcessResult",
     "EValueResult",
     "FixedRandomStateWarning",
