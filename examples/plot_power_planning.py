@@ -37,7 +37,7 @@ for n in (100, 200, 400, 800):
     row = [evalue_power(null, alternative, n, eps) for eps in (0.25, 0.5, 1.0, 2.0)]
     print(f"{n:4d}   " + "   ".join(f"{p:6.3f}" for p in row))
 for eps in (0.25, 0.5, 1.0, 2.0):
-    n = evalue_solve_n(null, alternative, eps, power=0.8)
+    n = evalue_solve_n(null, alternative, eps, power=0.8).value
     print(f"smallest n with 80 % power at eps = {eps}: {n}")
 
 # %%

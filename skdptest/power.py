@@ -372,7 +372,7 @@ def _summarise(combo, records):
 
 @dataclass(frozen=True)
 class PowerSolution:
-    """Result of :func:`solve_n` or :func:`solve_epsilon`.
+    """Result of every planner: :func:`solve_n`, :func:`solve_epsilon`, :func:`evalue_solve_n`.
 
     Attributes
     ----------
@@ -381,7 +381,7 @@ class PowerSolution:
     power : float
         Its simulated power (rejection rate).
     se : float
-        Binomial standard error of ``power``.
+        Binomial standard error of ``power`` (0.0 where the power is computed exactly).
     table : pandas.DataFrame
         Every point evaluated by the search, sorted by the searched parameter.
     """
@@ -701,7 +701,11 @@ def evalue_solve_n(null, alternative, epsilon, *, power=0.8, alpha=0.05, statist
 
     Returns
     -------
-    n : int
+    solution : PowerSolution
+        The same type as :func:`solve_n`'s: ``value`` the smallest n (an int), ``power``
+        its exact power, ``se`` 0.0 (an exact computation, not a simulation) and
+        ``table`` every n evaluated by the search (columns ``n_samples``,
+        ``rejection_rate``, ``se``), sorted by n.
 
     Raises
     ------
@@ -712,8 +716,11 @@ def evalue_solve_n(null, alternative, epsilon, *, power=0.8, alpha=0.05, statist
     --------
     >>> from scipy import stats
     >>> from skdptest.power import evalue_solve_n
-    >>> evalue_solve_n(stats.bernoulli(0.3), stats.bernoulli(0.4), 1.0, power=0.8)
+    >>> solution = evalue_solve_n(stats.bernoulli(0.3), stats.bernoulli(0.4), 1.0, power=0.8)
+    >>> solution.value
     271
+    >>> bool(solution.power >= 0.8)
+    True
     """
     _exact_model(null, alternative, epsilon, statistic)  # validate before searching
     power = check_value(power, [Interval(Real, 0, 1, closed="neither")], "power")
@@ -728,7 +735,10 @@ def evalue_solve_n(null, alternative, epsilon, *, power=0.8, alpha=0.05, statist
             f"the target power {power} is not reached at n_max={n_max} (exact power "
             f"{seen[n_max]:.3f}); raise n_max or epsilon."
         )
-    return int(n)
+    table = pd.DataFrame({"n_samples": sorted(seen)})
+    table["rejection_rate"] = [float(seen[k]) for k in table["n_samples"]]
+    table["se"] = 0.0
+    return PowerSolution(value=int(n), power=float(seen[n]), se=0.0, table=table)
 
 
 # --------------------------------------------------------------------------------------

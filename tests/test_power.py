@@ -326,12 +326,17 @@ def test_evalue_solve_n_returns_the_exact_crossing_and_is_monotone():
     alt = stats.bernoulli(0.4)
     ns = []
     for target in (0.5, 0.8, 0.95):
-        n = evalue_solve_n(P, alt, 1.0, power=target)
+        solution = evalue_solve_n(P, alt, 1.0, power=target)
+        assert isinstance(solution, PowerSolution) and solution.se == 0.0
+        n = solution.value
+        assert solution.power == evalue_power(P, alt, n, 1.0)
+        assert n in set(solution.table["n_samples"])
         assert evalue_power(P, alt, n, 1.0) >= target > evalue_power(P, alt, n - 1, 1.0)
         ns.append(n)
     assert ns == sorted(ns) and len(set(ns)) == 3
     # more privacy (smaller ε) needs more rows
-    assert evalue_solve_n(P, alt, 0.25, power=0.8) > evalue_solve_n(P, alt, 1.0, power=0.8)
+    assert (evalue_solve_n(P, alt, 0.25, power=0.8).value
+            > evalue_solve_n(P, alt, 1.0, power=0.8).value)
 
 
 def test_search_on_the_exact_planner_brackets_within_rtol():
@@ -340,7 +345,7 @@ def test_search_on_the_exact_planner_brackets_within_rtol():
     def power_at(n):
         return evalue_power(P, alt, n, 1.0)
 
-    exact = evalue_solve_n(P, alt, 1.0, power=0.8)
+    exact = evalue_solve_n(P, alt, 1.0, power=0.8).value
     n, seen = _search(power_at, 10, 10_000, 0.8, integer=True, rtol=0.05)
     assert power_at(n) >= 0.8 and exact <= n <= exact * 1.05 + 1
     failing = [x for x, v in seen.items() if v < 0.8]
