@@ -25,39 +25,352 @@ charges once per stream and freezes the stream's parameters at the charge.
 from __future__ import annotations
 
 import copy
+import datetime
+import decimal
+import numbers
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._params import InvalidParameterError, validate_parameters
-from ._validation import check_budget, check_generator
+from ._validation import check_budget, check_generator, is_dask
 from ._warnings import quiet_numerics, warn_fixed_random_state
 
-__all__ = ["BasePrivateTest", "BaseStreamingTest", "Prepared", "check_numeric",
-           "non_numeric_error"]
+__all__ = ["BasePrivateTest", "BaseStreamingTest", "InvalidDataError", "Prepared", "check_input",
+           "check_numeric", "complex_error", "masked_error", "missing_values_error",
+           "non_numeric_error", "validate_input"]
+
+
+class InvalidDataError(ValueError, TypeError):
+    """Data that a private test cannot use (non-numeric, masked, missing values...).
+
+    A ``ValueError`` and a ``TypeError``, like
+    :class:`~skdptest.InvalidParameterError`: callers catching either keep working.
+    Raised before the budget is charged; the message names the kind of problem, never
+    a value or a count read from the data.
+    """
+
+
+#: What a refusal says a non-numeric array holds, by numpy dtype kind: the kind of
+#: problem only (never a count, a value, or the itemsize of a string dtype, which is the
+#: length of the longest string).
+_KIND_WORDS = {
+    "M": "dates (datetime64)",
+    "m": "durations (timedelta64)",
+    "U": "strings",
+    "S": "bytes",
+    "O": "objects that are not numbers",
+    "V": "raw or structured records",
+}
+
+
+def _dtype_kind(dtype):
+    """numpy kind of a numpy or pandas dtype (pandas extension dtypes: their numpy
+    equivalent where they have one; categories: ``"category"``)."""
+    if getattr(dtype, "name", "") == "category":
+        return "category"
+    if str(getattr(dtype, "name", "")).startswith(("string", "str")):
+        return "U"
+    if hasattr(dtype, "subtype") and hasattr(dtype, "fill_value"):  # pandas SparseDtype
+        dtype = dtype.subtype
+    return getattr(getattr(dtype, "numpy_dtype", dtype), "kind", "O")
 
 
 def non_numeric_error(dtype, name="X"):
-    """The one refusal of non-numeric data (categorical strings, dates, objects)."""
-    return ValueError(
-        f"{name} must be numeric (bool, integer or float): got the non-numeric dtype "
-        f"{dtype}. Encode categories or dates as numbers first."
+    """The one refusal of non-numeric data (strings, dates, objects, complex numbers).
+
+    ``dtype`` is a numpy or pandas dtype, or a description (``str``) of what was found.
+    The message names the kind of data only, never a value from it.
+    """
+    if isinstance(dtype, str):
+        words = dtype
+    else:
+        kind = _dtype_kind(dtype)
+        if kind == "c":
+            return complex_error(name)
+        words = "categories" if kind == "category" else _KIND_WORDS.get(kind, "non-numbers")
+    return InvalidDataError(
+        f"{name} must be numeric (bool, integer or float): it holds non-numeric values "
+        f"({words}). Encode categories, strings or dates as numbers with public rules "
+        "first."
     )
+
+
+def complex_error(name="X"):
+    """Refusal of complex numbers (not real, even with a zero imaginary part)."""
+    return InvalidDataError(
+        f"Complex data not supported: {name} must hold real numbers (bool, integer or "
+        "float); complex numbers are not real, even with a zero imaginary part."
+    )
+
+
+def masked_error(name="X"):
+    """Refusal of a numpy masked array: every validation would drop its mask silently."""
+    return InvalidDataError(
+        f"{name} is a masked array (numpy.ma): its mask would be ignored and the masked "
+        "entries used as data. Fill or drop the masked entries with public rules first "
+        "(e.g. X.filled(value) with a fixed value, or X.compressed()), then pass a plain "
+        "array."
+    )
+
+
+def missing_values_error(name="X"):
+    """The library's refusal of NaN, infinity or missing entries (pandas NA, None).
+
+    It replaces scikit-learn's message, whose advice (an imputer fitted on the data)
+    would break the privacy guarantee: a data-dependent imputation is a release.
+    """
+    return InvalidDataError(
+        f"{name} contains missing or infinite values (NaN or infinity); impute or drop "
+        "them with public rules before the test (data-dependent imputation, such as the "
+        "column mean, is itself a release)."
+    )
+
+
+def _ragged_error(name):
+    return InvalidDataError(
+        f"{name} must be a rectangular (n_samples, n_features) array of numbers: it holds "
+        "nested or ragged sequences."
+    )
+
+
+def _out_of_range_error(name):
+    return InvalidDataError(
+        f"{name} contains values outside the range of float64 (integers above about "
+        "1.8e308); rescale them with public rules first."
+    )
+
+
+def _not_2d_error(ndim, name):
+    got = "scalar" if ndim == 0 else f"{ndim}D"
+    return InvalidDataError(
+        f"Expected 2D array, got {got} array instead: {name} must be of shape (n_samples, "
+        "n_features). Reshape one feature with X.reshape(-1, 1), one sample with "
+        "X.reshape(1, -1)."
+    )
+
+
+def _object_problem(values, name):
+    """Refusal for an object array holding anything but real numbers, or ``None``.
+
+    Reads only the set of element types (a full pass, whatever is found: the time
+    spent does not depend on where a bad element is).
+    """
+    types = set(map(type, values.ravel()))
+    if not types:
+        return None
+    bad = [t for t in types if not issubclass(t, _REAL_TYPES)]
+    if not bad:
+        return None
+
+    def has(*classes):
+        return any(issubclass(t, classes) for t in bad)
+
+    if has(list, tuple, np.ndarray):
+        return _ragged_error(name)
+    if has(complex, np.complexfloating):
+        return complex_error(name)
+    if has(str):
+        return non_numeric_error("strings", name)
+    if has(bytes, bytearray):
+        return non_numeric_error("bytes", name)
+    if has(datetime.date, datetime.time, datetime.timedelta, np.datetime64,
+           np.timedelta64) or any(t.__name__ in ("NaTType", "Period") for t in bad):
+        return non_numeric_error("dates or times", name)
+    if all(t is type(None) or t.__name__ == "NAType" for t in bad):
+        return missing_values_error(name)
+    # numpy's phrase for this case (scikit-learn's estimator checks look for it)
+    return non_numeric_error(
+        "objects that are not numbers: each argument must be a bool, int or float, not a "
+        "string, a date or another object that is not a number", name)
+
+
+_REAL_TYPES = (numbers.Real, np.bool_, decimal.Decimal)
+
+
+def _is_pandas(X):
+    return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "dtypes")
+
+
+def _check_columns(X, name, numeric_categories):
+    """Refuse a pandas (or dask) frame or series with a non-numeric column, by dtype;
+    object columns (pandas only) by the types of their elements."""
+    dtypes = X.dtypes
+    columns = list(dtypes) if hasattr(dtypes, "__iter__") else [dtypes]
+    for j, dtype in enumerate(columns):
+        kind = _dtype_kind(dtype)
+        if kind == "category":
+            if not numeric_categories:
+                raise non_numeric_error("categories", name)
+            kind = _dtype_kind(dtype.categories.dtype)
+            if kind == "O":  # categories of mixed objects
+                problem = _object_problem(np.asarray(dtype.categories), name)
+                if problem is not None:
+                    raise problem
+                continue
+        if kind == "O" and not is_dask(X):
+            column = X.iloc[:, j] if getattr(X, "ndim", 1) == 2 else X
+            problem = _object_problem(np.asarray(column, dtype=object), name)
+            if problem is not None:
+                raise problem
+        elif kind not in ("b", "i", "u", "f"):
+            raise non_numeric_error(dtype, name)
+
+
+def check_input(X, name="X", *, numeric_categories=True):
+    """Refuse data that cannot be a private test's numbers, before any conversion.
+
+    Run on the raw input, before :func:`~sklearn.utils.validation.validate_data` (which
+    drops a masked array's mask silently, converts numeric strings, keeps dates, and
+    answers other input with numpy's messages, some of which quote the data). Refused,
+    each with a message that names the kind of problem and never a value or a count:
+
+    - numpy masked arrays (also dask arrays of masked chunks);
+    - non-numeric dtypes: strings, bytes, dates and durations, complex numbers (not
+      real), objects other than real numbers (object arrays and pandas object columns
+      are read by the types of their elements), categorical columns (of non-numbers, or
+      any when ``numeric_categories=False``), mixed-type frames;
+    - nested or ragged sequences;
+    - ``None`` or pandas ``NA`` in an object array (missing values).
+
+    Parameters
+    ----------
+    X : array-like, dataframe, sparse matrix or dask collection
+        The raw input.
+    name : str, default="X"
+        The argument's name in messages.
+    numeric_categories : bool, default=True
+        Whether a categorical column whose categories are numbers is accepted.
+
+    Returns
+    -------
+    X : object
+        ``X`` itself, or the ndarray converted from a list or tuple.
+
+    Raises
+    ------
+    ValueError
+        As above. Shapes, NaN and infinity are left to ``validate_data``
+        (:func:`validate_input` translates its messages).
+    """
+    if X is None:
+        raise InvalidDataError(f"{name} must be an array-like of numbers, got None.")
+    if isinstance(X, np.ma.MaskedArray) or isinstance(getattr(X, "_meta", None),
+                                                      np.ma.MaskedArray):
+        raise masked_error(name)
+    if is_dask(X) or _is_pandas(X):
+        array = None
+        if hasattr(X, "dtypes"):  # frames and series: column dtypes (metadata for dask)
+            _check_columns(X, name, numeric_categories)
+        else:  # a dask array: its dtype (its chunks stay where they are)
+            array = X
+    elif sp.issparse(X):
+        array = X
+    else:
+        try:
+            array = np.asarray(X)
+        except (ValueError, TypeError):  # ragged lists: "inhomogeneous shape"
+            raise _ragged_error(name) from None
+        if isinstance(X, (list, tuple)):
+            X = array
+    if array is not None:
+        if array.dtype.kind == "O" and isinstance(array, np.ndarray):
+            problem = _object_problem(array, name)
+            if problem is not None:
+                raise problem
+        elif array.dtype.kind not in ("b", "i", "u", "f"):  # dask or sparse objects too
+            raise non_numeric_error(array.dtype, name)
+    return X
 
 
 def check_numeric(array, name):
     """Refuse arrays that are not real numbers (bool, int or float dtype).
 
-    ``validate_data(dtype="numeric")`` lets some non-numeric data through (pandas
-    categorical columns of strings stay ``object``, ``datetime64`` is kept), which
-    would otherwise fail later with an obscure error, possibly after the charge.
+    A backstop after ``validate_data(dtype="numeric")``, which lets some non-numeric
+    data through (``datetime64`` is kept); :func:`check_input` refuses them first.
     """
     if array.dtype.kind not in ("b", "i", "u", "f"):
         raise non_numeric_error(array.dtype, name)
     return array
+
+
+def _translated(exc, name):
+    """The library's version of a ``validate_data`` refusal, or ``None`` to keep it.
+
+    scikit-learn's NaN message recommends an imputer (a leak, see pitfalls.md), and its
+    messages for 1-D, complex or string input quote the data."""
+    text = str(exc)
+    match = re.match(r"Input (\w+) contains (NaN|infinity)", text)
+    if match:
+        return missing_values_error(match.group(1))
+    if text.startswith("Expected 2D array, got scalar"):
+        return _not_2d_error(0, name)
+    if text.startswith("Expected 2D array, got 1D"):
+        return _not_2d_error(1, name)
+    if text.startswith("Complex data not supported"):
+        return complex_error(name)
+    if "could not convert" in text or "not compatible with arrays of bytes/strings" in text:
+        return non_numeric_error("strings", name)
+    return None
+
+
+def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, **kwargs):
+    """``validate_data`` with the library's refusals: the one data validation path.
+
+    Runs :func:`check_input` on ``X`` (and on ``y`` when ``y_numeric=True``; a masked
+    ``y`` is always refused), refuses 0-D and 1-D ``X`` without quoting it, calls
+    :func:`~sklearn.utils.validation.validate_data` (``dtype="numeric"`` unless given)
+    and replaces its messages that leak or mislead: NaN and infinity get
+    :func:`missing_values_error`, values above float64's range a ``ValueError``
+    instead of ``OverflowError``. Families call it instead of ``validate_data``.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        As for ``validate_data`` (``n_features_in_``, feature names).
+    X : array-like
+        The raw input.
+    y : array-like or "no_validation", default="no_validation"
+        Labels or paired variable, validated with ``X`` when given.
+    numeric_categories : bool, default=True
+        Passed to :func:`check_input`.
+    **kwargs : dict
+        Passed to ``validate_data`` (``reset``, ``ensure_all_finite``, ...).
+
+    Returns
+    -------
+    X or (X, y)
+        As ``validate_data`` returns them; ``X`` is of a numeric dtype.
+    """
+    X = check_input(X, "X", numeric_categories=numeric_categories)
+    with_y = not (isinstance(y, str) and y == "no_validation")
+    if with_y:
+        if isinstance(y, np.ma.MaskedArray):
+            raise masked_error("y")
+        if kwargs.get("y_numeric") and y is not None:
+            y = check_input(y, "y", numeric_categories=numeric_categories)
+    if kwargs.get("ensure_2d", True):
+        ndim = getattr(X, "ndim", None)
+        if ndim in (0, 1):
+            raise _not_2d_error(ndim, "X")
+    kwargs.setdefault("dtype", "numeric")
+    try:
+        out = validate_data(estimator, X, y, **kwargs) if with_y \
+            else validate_data(estimator, X, **kwargs)
+    except OverflowError:
+        raise _out_of_range_error("X") from None
+    except ValueError as exc:
+        better = _translated(exc, "X")
+        if better is None:
+            raise
+        raise better from None  # no chained message: it would carry the imputer advice
+    check_numeric(out[0] if with_y else out, "X")
+    return out
 
 
 def _is_frozen_law(value):
@@ -134,11 +447,11 @@ class BasePrivateTest(BaseEstimator):
         return params
 
     def _validate_input(self, X, y, reset):
+        # The core path (``validate_input``): families that override this hook call it
+        # too, so that every estimator refuses the same inputs with the same messages.
         if self._requires_y:
-            X, y = validate_data(self, X, y, reset=reset, dtype="numeric")
-        else:
-            X = validate_data(self, X, reset=reset, dtype="numeric")
-        return check_numeric(X, "X"), y
+            return validate_input(self, X, y, reset=reset)
+        return validate_input(self, X, reset=reset), y
 
     def _plan(self, params, X, y):
         """The public plan of a release; refuses data that the release cannot use."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 
-from ._params import Interval, check_value
+from ._params import Interval, InvalidParameterError, check_value
 from ._warnings import PrivacyLeakWarning
 
 __all__ = [
@@ -195,6 +195,36 @@ def _check_amount(value, name, *, strictly_positive, upper=None):
     closed = ("neither" if strictly_positive else "left") if upper is not None \
         else ("neither" if strictly_positive else "left")
     return check_value(value, [Interval(Real, 0, upper, closed=closed)], name)
+
+
+def _check_path(path):
+    """The ledger path as a str, refused before anything is created if it cannot name a
+    file: not a str or path-like, empty, holding a NUL byte, or not encodable by the file
+    system (a lone surrogate). SQLite would otherwise open the file named by the part
+    before a NUL byte (``"a\\0b"`` created ``a``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidParameterError(
+            f"path must be None, a str or an os.PathLike, got {type(path).__name__}."
+        )
+    try:
+        path = os.fspath(path)
+        if not isinstance(path, str):
+            path = os.fsdecode(path)
+    except (TypeError, UnicodeDecodeError) as exc:
+        raise InvalidParameterError(f"path cannot be read as a file path: {exc}.") from None
+    if not path:
+        raise InvalidParameterError("path must name a file; got the empty string.")
+    if "\0" in path:
+        raise InvalidParameterError(
+            f"path must not contain a NUL byte ('\\0'); got {path!r}. Nothing was created."
+        )
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        raise InvalidParameterError(
+            f"path cannot be encoded for the file system; got {path!r}. Nothing was created."
+        ) from None
+    return path
 
 
 # -- exact sums and digests -------------------------------------------------------------
@@ -382,13 +412,7 @@ class PrivacyBudget:
             # A fresh mkstemp file that only this process knows: build the ledger in place.
             self._set(ledger_id=self._create(path))
             return
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(
-                f"path must be None, a str or an os.PathLike, got {type(path).__name__}."
-            )
-        path = os.fspath(path)
-        if not isinstance(path, str):
-            path = os.fsdecode(path)
+        path = _check_path(path)
         self._set(path=path)
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):

@@ -42,7 +42,16 @@ class InvalidParameterError(ValueError, TypeError):
 
 
 class _Reject(Exception):
-    """Internal: a constraint does not accept the value."""
+    """Internal: a constraint does not accept the value (``reason``: why, if not obvious)."""
+
+    def __init__(self, reason=None):
+        super().__init__(reason)
+        self.reason = reason
+
+
+#: Integers a numpy integer array can hold (``Interval(Integral, ...)`` refuses others:
+#: every integer parameter ends up as an array size, an index or a numpy scalar).
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class _Constraint:
@@ -126,7 +135,12 @@ class Interval(_Constraint):
     def normalise(self, value):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, self.kind):
             raise _Reject
-        value = int(value) if self.kind is numbers.Integral else float(value)
+        if self.kind is numbers.Integral:
+            value = int(value)
+            if not _INT64_MIN <= value <= _INT64_MAX:
+                raise _Reject("outside the range of a 64-bit integer")
+        else:
+            value = _to_float(value)
         if isinstance(value, float) and (math.isnan(value)
                                          or (math.isinf(value) and not self.allow_inf)):
             raise _Reject
@@ -142,11 +156,11 @@ class Interval(_Constraint):
         if self.high is not None:
             out.append(self.high if not self._high_closed() else self.high + step)
         if self.kind is numbers.Real:
-            out.append(math.nan)
+            out += [math.nan, 10**400]  # an int above float64's range: no OverflowError
             if not self.allow_inf:
                 out.append(math.inf)
         else:
-            out.append(1.5)
+            out += [1.5, 2**63]
         return out
 
     def __str__(self):
@@ -158,6 +172,27 @@ class Interval(_Constraint):
         left = "[" if self.low is not None and self._low_closed() else "("
         right = "]" if self.high is not None and self._high_closed() else ")"
         return f"{kind} in {left}{lo}, {hi}{right}"
+
+
+def _to_float(value):
+    """``float(value)``, refusing reals outside float64's range instead of raising
+    ``OverflowError`` (a Python int or ``Fraction`` above ~1.8e308) or rounding them to
+    infinity silently (a numpy ``longdouble``)."""
+    try:
+        with np.errstate(over="ignore"):  # longdouble -> float64 overflow is checked below
+            out = float(value)
+    except OverflowError:
+        raise _Reject("outside the range of float64") from None
+    if math.isinf(out) and not _is_infinite(value):
+        raise _Reject("outside the range of float64")
+    return out
+
+
+def _is_infinite(value):
+    try:
+        return bool(np.isinf(value))
+    except (TypeError, OverflowError):  # a Python int or Fraction is never infinite
+        return False
 
 
 class Options(_Constraint):
@@ -259,15 +294,38 @@ def check_value(value, constraints, name):
     InvalidParameterError
         Naming ``name``, listing the accepted forms and showing the value.
     """
+    reasons = []
     for constraint in constraints:
         try:
             return constraint.normalise(value)
-        except _Reject:
-            pass
+        except _Reject as exc:
+            if exc.reason and exc.reason not in reasons:
+                reasons.append(exc.reason)
     accepted = " or ".join(str(c) for c in constraints)
-    shown = repr(value) if isinstance(value, (str, int, float, type(None))) \
-        else f"an object of type {type(value).__name__}"
-    raise InvalidParameterError(f"{name} must be {accepted}; got {shown}.")
+    why = f" ({'; '.join(reasons)})" if reasons else ""
+    raise InvalidParameterError(f"{name} must be {accepted}; got {_shown(value)}{why}.")
+
+
+#: Longest repr shown in a refusal (a huge string or int is summarised instead).
+_MAX_SHOWN = 80
+
+
+def _shown(value):
+    """The value as a refusal message shows it: its repr when short, else a summary.
+
+    ``repr`` of an int of more than 4300 digits raises ``ValueError`` (Python's integer
+    string conversion limit), so large ints are summarised by their number of digits.
+    """
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and abs(int(value)) >= 10**_MAX_SHOWN:
+        digits = math.floor(abs(int(value)).bit_length() * math.log10(2)) + 1
+        return f"an int of about {digits} digits"
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= _MAX_SHOWN else f"a str of length {len(value)}"
+    if isinstance(value, (int, float, type(None))):
+        return repr(value)
+    return f"an object of type {type(value).__name__}"
 
 
 def validate_parameters(constraints, values):

@@ -31,7 +31,11 @@ def check_real(value, name, *, low=None, high=None, low_open=False, high_open=Fa
     """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int or Fraction above float64's range
+        raise ValueError(f"{name} must be finite, got a number outside the range of "
+                         "float64.") from None
     if math.isnan(value) or (not allow_inf and math.isinf(value)):
         raise ValueError(f"{name} must be finite, got {value}.")
     if low is not None and (value < low or (low_open and value == low)):

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,13 @@ from sklearn.base import clone
 from sklearn.exceptions import FitFailedWarning
 from sklearn.model_selection import GridSearchCV, KFold
 
-from skdptest import BudgetExceededError, LedgerEntry, PrivacyBudget, _budget
+from skdptest import (
+    BudgetExceededError,
+    InvalidParameterError,
+    LedgerEntry,
+    PrivacyBudget,
+    _budget,
+)
 from skdptest._budget import LEDGER_APPLICATION_ID, LedgerError, LedgerNotFoundError
 
 # pytest runs with --import-mode=importlib, which does not put tests/ on sys.path. The
@@ -35,6 +42,9 @@ from _toy import ToyMeanTest, race_spend  # noqa: E402
 # Messages of the shared amount constraint (skdptest._params).
 EPS = r"epsilon must be a real number in \(0, inf\); got "
 DELTA = r"delta must be a real number in \[0, 1\); got "
+#: The library's refusal of NaN and infinity (no imputer advice: imputing is a release).
+MISSING = (r"^X contains missing or infinite values \(NaN or infinity\); impute or drop them "
+           r"with public rules before the test \(data-dependent imputation")
 
 # -- spending and the ledger ------------------------------------------------------------
 
@@ -97,6 +107,12 @@ BAD_SPENDS = [
     ({"epsilon": 0.1, "delta": float("nan")}, ValueError, DELTA + r"nan"),
     ({"epsilon": 0.1, "delta": "0"}, TypeError, DELTA + r"'0'"),
     ({"epsilon": 0.1, "label": 3}, TypeError, r"label must be a str, got int"),
+    # integers above float64's range: a refusal naming the amount, not OverflowError
+    ({"epsilon": 10**400}, ValueError, EPS + r"an int of about 401 digits \(outside the range "
+     r"of float64\)"),
+    ({"epsilon": 0.1, "delta": 10**5000}, ValueError, DELTA + r"an int of about 5001 digits"),
+    ({"epsilon": Fraction(10**400, 3)}, ValueError, EPS + r"an object of type Fraction "
+     r"\(outside the range of float64\)"),
 ]
 
 
@@ -124,11 +140,43 @@ def test_numpy_scalars_are_accepted():
         ({"epsilon": "1"}, TypeError, EPS + r"\'1\'"),
         ({"epsilon": 1.0, "delta": 1.0}, ValueError, DELTA + r"1\.0"),
         ({"epsilon": 1.0, "delta": -0.5}, ValueError, DELTA + r"-"),
+        ({"epsilon": 10**400}, InvalidParameterError, EPS + r"an int of about 401 digits"),
+        ({"epsilon": -(10**400)}, InvalidParameterError, EPS + r"an int of about 401 digits"),
+        ({"epsilon": 1.0, "delta": 10**400}, InvalidParameterError, DELTA + r"an int of"),
     ],
 )
 def test_constructor_rejects_bad_totals(kwargs, error, match):
     with pytest.raises(error, match=match):
         PrivacyBudget(**kwargs)
+
+
+BAD_PATHS = [
+    ("ledger\0.sqlite", r"path must not contain a NUL byte"),
+    ("\0", r"path must not contain a NUL byte"),
+    ("", r"path must name a file; got the empty string"),
+    ("ledger\ud800.sqlite", r"path cannot be encoded for the file system"),
+    (b"ledger.sqlite", r"path must be None, a str or an os.PathLike, got bytes"),
+    (3, r"path must be None, a str or an os.PathLike, got int"),
+]
+
+
+@pytest.mark.parametrize(("path", "match"), BAD_PATHS)
+def test_invalid_path_is_refused_and_creates_nothing(tmp_path, monkeypatch, path, match):
+    # SQLite opened the file named by the part before a NUL byte: "ledger\0.sqlite"
+    # created "ledger" (in the working directory) before the link raised ValueError.
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidParameterError, match=match):
+        PrivacyBudget(epsilon=1.0, path=path)
+    with pytest.raises(InvalidParameterError, match=match):
+        PrivacyBudget(epsilon=1.0, path=Path(path) if isinstance(path, str) and path else path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_path_too_long_is_a_ledger_error_and_creates_nothing(tmp_path):
+    path = tmp_path / ("x" * 5000)
+    with pytest.raises(LedgerError, match=r"path='.*x': cannot create the (privacy )?ledger"):
+        PrivacyBudget(epsilon=1.0, path=path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_delta_budget():
@@ -452,8 +500,8 @@ def test_estimator_charges_fit_and_score():
 @pytest.mark.parametrize(
     ("params", "X", "error", "match"),
     [
-        ({}, np.array([[0.0], [np.nan]]), ValueError, r"Input X contains NaN"),
-        ({}, np.array([[0.0], [np.inf]]), ValueError, r"Input X contains infinity"),
+        ({}, np.array([[0.0], [np.nan]]), ValueError, MISSING),
+        ({}, np.array([[0.0], [np.inf]]), ValueError, MISSING),
         ({}, np.zeros((0, 1)), ValueError, r"0 sample\(s\)"),
         (
             {"epsilon": 0.0},
@@ -478,7 +526,7 @@ def test_invalid_input_is_rejected_before_charging(params, X, error, match):
 def test_invalid_score_input_is_rejected_before_charging():
     budget = PrivacyBudget(epsilon=1.0)
     est = ToyMeanTest(epsilon=0.5, budget=budget, random_state=0).fit(_toy_data())
-    with pytest.raises(ValueError, match=r"Input X contains NaN"):
+    with pytest.raises(ValueError, match=MISSING):
         est.score(np.array([[np.nan, 0.0]]))
     with pytest.raises(ValueError, match=r"X has 3 features, but ToyMeanTest is expecting 2"):
         est.score(np.zeros((4, 3)))
