@@ -11,7 +11,9 @@ from ._params import InvalidParameterError
 from ._results import TestResult
 from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
 from .classical import (
+    BoundedMeanResult,
     ChiSquareTestResult,
+    DPBoundedMeanTest,
     DPChiSquareTest,
     DPContingencyTest,
     DPKolmogorovSmirnovTest,
@@ -34,8 +36,10 @@ from .threshold import GeneralizedThresholdMechanism, ThresholdResult
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BoundedMeanResult",
     "BudgetExceededError",
     "ChiSquareTestResult",
+    "DPBoundedMeanTest",
     "DPChiSquareTest",
     "DPContingencyTest",
     "DPHSICTest",

@@ -4,11 +4,14 @@ from ._chi2 import DPChiSquareTest, DPContingencyTest
 from ._kruskal import DPKruskalWallisTest
 from ._ks import DPKolmogorovSmirnovTest
 from ._mannwhitney import DPMannWhitneyTest
-from ._results import ChiSquareTestResult
+from ._mean import DPBoundedMeanTest
+from ._results import BoundedMeanResult, ChiSquareTestResult
 from ._wilcoxon import DPWilcoxonTest
 
 __all__ = [
+    "BoundedMeanResult",
     "ChiSquareTestResult",
+    "DPBoundedMeanTest",
     "DPChiSquareTest",
     "DPContingencyTest",
     "DPKolmogorovSmirnovTest",

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .._results import TestResult
 
-__all__ = ["ChiSquareTestResult", "ClassicalTestResult"]
+__all__ = ["BoundedMeanResult", "ChiSquareTestResult", "ClassicalTestResult"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,3 +68,36 @@ class ChiSquareTestResult(ClassicalTestResult):
     """
 
     noisy_counts: tuple
+
+
+@dataclass(frozen=True, kw_only=True)
+class BoundedMeanResult(ClassicalTestResult):
+    """Result of :class:`~skdptest.DPBoundedMeanTest`: the fields of
+    :class:`ClassicalTestResult` plus its public plan.
+
+    ``statistic`` is the private release: the noisy log-wealth bound h (T + Z) in nats
+    (an integer number of grid steps times ``grid``); ``pvalue`` and ``reject`` are
+    functions of it; ``sensitivity`` is in nats (grid steps times ``grid``). The fields
+    below are public (parameters, group sizes, and a plan computed from them), so all
+    fields together cost ε.
+
+    Attributes
+    ----------
+    bounds : tuple of (float, float)
+        The declared bounds (a, b).
+    null_mean : float or None
+        μ0 of a one-sample or paired test; ``None`` for two groups.
+    bet : float
+        The stake λ per unit of the centred value.
+    grid : float
+        h, the power-of-two grid of the release (nats per step).
+    group_sizes : tuple of (int, int) or None
+        Sizes of the two groups (public), in the order of ``classes_``; ``None`` for
+        one sample or pairs.
+    """
+
+    bounds: tuple
+    null_mean: float | None
+    bet: float
+    grid: float
+    group_sizes: tuple | None
