@@ -5,18 +5,27 @@ Subcommands
 ``demo``
     A private A/B test on simulated data (nothing is read or downloaded).
 ``mmd``
-    Two-sample test (:class:`~skdptest.DPMMDTest`) of the columns ``--columns`` of a CSV
-    file between the two groups of ``--group-column``.
+    Two-sample (or k-sample) test (:class:`~skdptest.DPMMDTest`) of the columns
+    ``--columns`` of a CSV file between the groups of ``--group-column``; ``--kernel``,
+    ``--bandwidth`` (a number or ``median``) and ``--method`` choose the kernel route.
 ``hsic``
     Independence test (:class:`~skdptest.DPHSICTest`) between ``--x-columns`` and
-    ``--y-columns``.
+    ``--y-columns`` (``--kernel``, ``--bandwidth``, ``--y-kernel``, ``--y-bandwidth``).
+``proportion``
+    Exact test of a proportion (:class:`~skdptest.DPBinomialTest`) of a 0/1 column.
+``mannwhitney``, ``kruskal``, ``signedrank``
+    Rank tests (:class:`~skdptest.DPMannWhitneyTest`, :class:`~skdptest.DPKruskalWallisTest`,
+    :class:`~skdptest.DPWilcoxonTest`).
+``chi2``, ``contingency``
+    χ² goodness of fit on declared categories (:class:`~skdptest.DPChiSquareTest`) and
+    independence of two declared categorical columns (:class:`~skdptest.DPContingencyTest`).
 ``evalue``
     Private e-value test (:class:`~skdptest.PrivateEValueTest`) of one column, simple null
     law vs simple alternative law, written as scipy.stats frozen laws
     (``"bernoulli(0.3)"``, ``"norm(loc=0, scale=2)"``).
 
 Every test subcommand takes ``--epsilon`` and ``--alpha`` (and ``--n-permutations`` for
-the kernel tests), ``--seed`` (tests only: a fixed seed lets anyone replay the noise),
+the kernel tests, ``--n-resamples`` for the Monte Carlo nulls), ``--seed`` (tests only: a fixed seed lets anyone replay the noise),
 ``--ledger PATH`` (a persistent :class:`~skdptest.PrivacyBudget`, created with
 ``--budget-epsilon``) and ``--json`` (print the whole frozen result and the ledger's
 totals as one JSON object).
@@ -357,10 +366,30 @@ def _seed(text):
     return _int_at_least(text, 0)
 
 
+def _finite_float(text):
+    value = _convert(text, float, "a number")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _closed_unit_float(text):
+    value = _convert(text, float, "a number")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not in [0, 1]")
+    return value
+
+
+def _bandwidth(text):
+    if text == "median":
+        return text
+    return _positive_float(text)
+
+
 # -- the parser -------------------------------------------------------------------------
 
 
-def _add_common(sub, permutations):
+def _add_common(sub, permutations, resamples=False):
     sub.add_argument("--file", required=True, metavar="CSV",
                      help="CSV file with a header row (private data).")
     sub.add_argument("--epsilon", type=_positive_float, default=1.0,
@@ -370,6 +399,10 @@ def _add_common(sub, permutations):
     if permutations:
         sub.add_argument("--n-permutations", type=_positive_int, default=2000,
                          help="number of permutations (default: 2000).")
+    if resamples:
+        sub.add_argument("--n-resamples", type=_positive_int, default=None,
+                         help="number of Monte Carlo draws of the null (default: the "
+                              "test's own).")
     sub.add_argument("--seed", type=_seed, default=None,
                      help="fix the noise (tests and documentation ONLY: anyone who knows "
                           "the seed can replay the noise; leave it unset for real data).")
@@ -403,7 +436,10 @@ def _parser():
     mmd.add_argument("--columns", nargs="+", required=True, metavar="COL",
                      help="numeric columns compared between the groups.")
     mmd.add_argument("--group-column", required=True, metavar="COL",
-                     help="column of group labels (two distinct values).")
+                     help="column of group labels: two or more distinct values (with "
+                          "more than two, the k-sample test of whether all groups follow "
+                          "one distribution).")
+    _add_kernel(mmd)
     _add_common(mmd, permutations=True)
 
     hsic = subs.add_parser("hsic", help="independence test (DPHSICTest).",
@@ -411,6 +447,8 @@ def _parser():
                                        "(DP kernel HSIC)")
     hsic.add_argument("--x-columns", nargs="+", required=True, metavar="COL")
     hsic.add_argument("--y-columns", nargs="+", required=True, metavar="COL")
+    _add_kernel(hsic)
+    _add_kernel(hsic, prefix="y-")
     _add_common(hsic, permutations=True)
 
     evalue = subs.add_parser(
@@ -423,7 +461,100 @@ def _parser():
     evalue.add_argument("--null", required=True, type=_law_type, metavar="LAW")
     evalue.add_argument("--alternative", required=True, type=_law_type, metavar="LAW")
     _add_common(evalue, permutations=False)
-    return parser, {"mmd": mmd, "hsic": hsic, "evalue": evalue}
+    subparsers = {"mmd": mmd, "hsic": hsic, "evalue": evalue}
+    subparsers.update(_classical_parsers(subs))
+    return parser, subparsers
+
+
+def _add_kernel(sub, prefix=""):
+    side = "Y's " if prefix else ""
+    sub.add_argument(f"--{prefix}kernel", choices=("rbf", "laplacian"), default="rbf",
+                     help=f"{side}kernel (bounded by 1, so no bound to declare; default: rbf).")
+    sub.add_argument(f"--{prefix}bandwidth", type=_bandwidth, default=None, metavar="GAMMA",
+                     help=f"{side}kernel's gamma, a number > 0 fixed in advance, or 'median' "
+                          "(a private median heuristic, charged from --epsilon). Default: "
+                          "several bandwidths aggregated in one test.")
+    if not prefix:
+        sub.add_argument("--method", choices=("exact", "features"), default="exact",
+                         help="'exact' kernel matrix (default) or random features "
+                              "(linear memory, for large files).")
+
+
+def _add_alternative(sub):
+    sub.add_argument("--alternative", choices=("two-sided", "greater", "less"),
+                     default="two-sided", help="alternative hypothesis (default: two-sided).")
+
+
+def _classical_parsers(subs):
+    out = {}
+    prop = subs.add_parser(
+        "proportion", help="test of a proportion (DPBinomialTest) on a 0/1 column.",
+        description="Is the proportion of 1s in --column equal to (or above, below) "
+                    "--null-proportion? Exact private binomial test (Tulap noise).")
+    prop.add_argument("--column", required=True, metavar="COL", help="column of 0/1 values.")
+    prop.add_argument("--null-proportion", required=True, type=_closed_unit_float,
+                      metavar="P", help="the proportion under the null, in [0, 1].")
+    _add_alternative(prop)
+    _add_common(prop, permutations=False)
+    out["proportion"] = prop
+
+    mw = subs.add_parser(
+        "mannwhitney", help="two-group rank test (DPMannWhitneyTest).",
+        description="Do the values of --column differ in location between the two groups "
+                    "of --group-column? (private Mann-Whitney test; ties broken at random)")
+    kw = subs.add_parser(
+        "kruskal", help="k-group rank test (DPKruskalWallisTest).",
+        description="Do the values of --column differ in location between the groups of "
+                    "--group-column (two or more)? (private Kruskal-Wallis test)")
+    for sub, groups in ((mw, "exactly two"), (kw, "two or more")):
+        sub.add_argument("--column", required=True, metavar="COL", help="numeric column.")
+        sub.add_argument("--group-column", required=True, metavar="COL",
+                         help=f"column of group labels ({groups} distinct values; the group "
+                              "sizes are public).")
+        if sub is mw:
+            _add_alternative(sub)
+        _add_common(sub, permutations=False, resamples=True)
+    out.update(mannwhitney=mw, kruskal=kw)
+
+    sr = subs.add_parser(
+        "signedrank", help="one-sample or paired signed-rank test (DPWilcoxonTest).",
+        description="Is --column (or --column minus --paired-column) symmetric about "
+                    "--center? (private Wilcoxon signed-rank test)")
+    sr.add_argument("--column", required=True, metavar="COL", help="numeric column.")
+    sr.add_argument("--paired-column", default=None, metavar="COL",
+                    help="second measurement of the same rows: test the differences.")
+    sr.add_argument("--center", type=_finite_float, default=0.0,
+                    help="centre of symmetry under the null (default: 0).")
+    _add_alternative(sr)
+    _add_common(sr, permutations=False, resamples=True)
+    out["signedrank"] = sr
+
+    gof = subs.add_parser(
+        "chi2", help="chi-squared goodness-of-fit test (DPChiSquareTest).",
+        description="Do the categories of --column occur with the --probabilities given? "
+                    "Categories are declared: a value outside them is refused.")
+    gof.add_argument("--column", required=True, metavar="COL", help="column of labels.")
+    gof.add_argument("--categories", nargs="+", required=True, metavar="LABEL",
+                     help="the declared categories (at least two).")
+    gof.add_argument("--probabilities", nargs="+", type=_positive_float, default=None,
+                     metavar="P", help="null probability of each category, in the order of "
+                                       "--categories (default: uniform).")
+    _add_common(gof, permutations=False, resamples=True)
+    out["chi2"] = gof
+
+    ind = subs.add_parser(
+        "contingency", help="chi-squared-type independence test (DPContingencyTest).",
+        description="Is --column independent of --by-column? Both are categorical with "
+                    "declared categories; valid whatever the margins.")
+    ind.add_argument("--column", required=True, metavar="COL")
+    ind.add_argument("--by-column", required=True, metavar="COL")
+    ind.add_argument("--categories", nargs="+", required=True, metavar="LABEL",
+                     help="the declared categories of --column.")
+    ind.add_argument("--by-categories", nargs="+", required=True, metavar="LABEL",
+                     help="the declared categories of --by-column.")
+    _add_common(ind, permutations=False, resamples=True)
+    out["contingency"] = ind
+    return out
 
 
 # -- data -------------------------------------------------------------------------------
@@ -604,23 +735,78 @@ def _report(args, result, budget):
 # -- subcommands ------------------------------------------------------------------------
 
 
-def _run_test(args):
-    frame = _read_csv(args.file)
+def _kernel_options(args, prefix=""):
+    name = prefix.replace("-", "_")
+    options = {f"{name}kernel": getattr(args, f"{name}kernel")}
+    bandwidth = getattr(args, f"{name}bandwidth")
+    if bandwidth is not None:
+        options[f"{name}kernel_params"] = {"gamma": bandwidth}
+    return options
+
+
+def _kernel_test(args, frame):
+    common = dict(epsilon=args.epsilon, alpha=args.alpha, n_permutations=args.n_permutations,
+                  method=args.method, **_kernel_options(args))
     if args.command == "mmd":
         X = _numeric(frame, args.columns, args.file, "--columns")
         y = _column(frame, args.group_column, args.file, "--group-column").to_numpy()
-        estimator = skdptest.DPMMDTest(epsilon=args.epsilon, alpha=args.alpha,
-                                       n_permutations=args.n_permutations)
-    elif args.command == "hsic":
-        X = _numeric(frame, args.x_columns, args.file, "--x-columns")
-        y = _numeric(frame, args.y_columns, args.file, "--y-columns")
-        estimator = skdptest.DPHSICTest(epsilon=args.epsilon, alpha=args.alpha,
-                                        n_permutations=args.n_permutations)
-    else:
+        return skdptest.DPMMDTest(**common), X, y
+    X = _numeric(frame, args.x_columns, args.file, "--x-columns")
+    y = _numeric(frame, args.y_columns, args.file, "--y-columns")
+    return skdptest.DPHSICTest(**common, **_kernel_options(args, "y-")), X, y
+
+
+def _labels(frame, name, args, option):
+    return _column(frame, name, args.file, option).astype(str).to_numpy().reshape(-1, 1)
+
+
+def _classical_test(args, frame):
+    common = dict(epsilon=args.epsilon, alpha=args.alpha)
+    if getattr(args, "n_resamples", None) is not None:
+        common["n_resamples"] = args.n_resamples
+    command = args.command
+    if command == "proportion":
+        X = _numeric(frame, [args.column], args.file, "--column")
+        return skdptest.DPBinomialTest(null_proportion=args.null_proportion,
+                                       alternative=args.alternative, **common), X, None
+    if command in ("mannwhitney", "kruskal"):
+        X = _numeric(frame, [args.column], args.file, "--column")
+        y = _column(frame, args.group_column, args.file, "--group-column").to_numpy()
+        if command == "mannwhitney":
+            return skdptest.DPMannWhitneyTest(alternative=args.alternative, **common), X, y
+        return skdptest.DPKruskalWallisTest(**common), X, y
+    if command == "signedrank":
         X = _numeric(frame, [args.column], args.file, "--column")
         y = None
-        estimator = skdptest.PrivateEValueTest(args.null, args.alternative,
-                                               epsilon=args.epsilon, alpha=args.alpha)
+        if args.paired_column is not None:
+            y = _numeric(frame, [args.paired_column], args.file, "--paired-column")[:, 0]
+        return skdptest.DPWilcoxonTest(center=args.center, alternative=args.alternative,
+                                       **common), X, y
+    if command == "chi2":
+        if args.probabilities is not None and len(args.probabilities) != len(args.categories):
+            raise _CliError(EXIT_USAGE, "--probabilities must give one number per category")
+        X = _labels(frame, args.column, args, "--column")
+        return skdptest.DPChiSquareTest(categories=list(args.categories),
+                                        probabilities=args.probabilities, **common), X, None
+    X = np.column_stack([_labels(frame, args.column, args, "--column"),
+                         _labels(frame, args.by_column, args, "--by-column")])
+    categories = (list(args.categories), list(args.by_categories))
+    return skdptest.DPContingencyTest(categories=categories, **common), X, None
+
+
+def _estimator_and_data(args, frame):
+    if args.command in ("mmd", "hsic"):
+        return _kernel_test(args, frame)
+    if args.command == "evalue":
+        X = _numeric(frame, [args.column], args.file, "--column")
+        return skdptest.PrivateEValueTest(args.null, args.alternative, epsilon=args.epsilon,
+                                          alpha=args.alpha), X, None
+    return _classical_test(args, frame)
+
+
+def _run_test(args):
+    frame = _read_csv(args.file)
+    estimator, X, y = _estimator_and_data(args, frame)
     budget = _open_ledger(args)
     # Unset seed: the estimator draws from OS entropy (the only safe choice for real data).
     estimator.set_params(budget=budget, random_state=args.seed)

@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from contextlib import redirect_stderr, redirect_stdout
 
 import numpy as np
@@ -448,3 +449,91 @@ def test_refusals_carry_no_count_nor_position(tmp_path, bad_value, column_args):
         messages.append(err)
     assert messages[0] == messages[1]
     assert "7" not in messages[0] and "8" not in messages[0]
+
+
+# -- the everyday tests: each subcommand gives the estimator's own result ----------------
+
+
+def _classical_cases(frame):
+    g3 = np.resize(["u", "v", "w"], N)
+    frame = frame.assign(g3=g3, cat=np.resize(["x", "y", "z", "x"], N))
+    col = frame[["a"]].to_numpy()
+    labels = frame[["cat"]].astype(str).to_numpy()
+    return frame, [
+        (["mannwhitney", "--column", "a", "--group-column", "g", "--alternative", "greater"],
+         lambda: skdptest.DPMannWhitneyTest(alternative="greater").fit(
+             col, frame["g"].to_numpy())),
+        (["kruskal", "--column", "a", "--group-column", "g3", "--n-resamples", 99],
+         lambda: skdptest.DPKruskalWallisTest(n_resamples=99).fit(col, g3)),
+        (["signedrank", "--column", "a", "--paired-column", "b", "--center", 0.5],
+         lambda: skdptest.DPWilcoxonTest(center=0.5).fit(col, frame["b"].to_numpy())),
+        (["chi2", "--column", "cat", "--categories", "x", "y", "z",
+          "--probabilities", 0.5, 0.25, 0.25],
+         lambda: skdptest.DPChiSquareTest(categories=["x", "y", "z"],
+                                          probabilities=[0.5, 0.25, 0.25]).fit(labels)),
+        (["contingency", "--column", "cat", "--by-column", "g", "--categories", "x", "y", "z",
+          "--by-categories", "ctl", "trt"],
+         lambda: skdptest.DPContingencyTest(categories=(["x", "y", "z"], ["ctl", "trt"])).fit(
+             np.column_stack([labels[:, 0], frame["g"].to_numpy()]))),
+    ]
+
+
+def test_everyday_subcommands_give_the_estimators_result(data, tmp_path):
+    _, frame = data
+    frame, cases = _classical_cases(frame)
+    path = tmp_path / "classical.csv"
+    frame.to_csv(path, index=False)
+    for args, fit in cases:
+        code, out, err = _cli([args[0], "--file", path, *args[1:], "--seed", 9, "--json"],
+                              "inprocess")
+        assert code == 0, (args, err)
+        payload = _json(out)
+        with warnings.catch_warnings():  # the same estimator, fitted with the same seed
+            warnings.simplefilter("ignore")
+            expected = _refit_with_seed(fit, 9)
+        assert payload["command"] == args[0]
+        assert payload["result_type"] == type(expected).__name__, args
+        assert payload["result"] == _expected_fields(expected), args
+
+
+def _refit_with_seed(fit, seed):
+    """Run ``fit`` with every estimator built inside it seeded by ``seed``."""
+    original = skdptest._base.BasePrivateTest.fit
+
+    def seeded(self, X, y=None):
+        self.set_params(random_state=seed)
+        return original(self, X, y)
+
+    skdptest._base.BasePrivateTest.fit = seeded
+    try:
+        return fit().result_
+    finally:
+        skdptest._base.BasePrivateTest.fit = original
+
+
+def test_everyday_subcommands_refuse_bad_input_before_the_charge(data, tmp_path):
+    _, frame = data
+    frame, _ = _classical_cases(frame)
+    path = tmp_path / "classical.csv"
+    frame.to_csv(path, index=False)
+    ledger = tmp_path / "ledger.sqlite"
+    PrivacyBudget(5.0, path=ledger)
+    bad = [
+        (["chi2", "--column", "cat", "--categories", "x", "y"], 3,
+         r"outside the declared categories"),
+        (["chi2", "--column", "cat", "--categories", "x", "y", "z", "--probabilities", 1, 2],
+         2, r"--probabilities must give one number per category"),
+        (["mannwhitney", "--column", "a", "--group-column", "g3"], 3, r"DPMannWhitneyTest"),
+    ]
+    for args, code, pattern in bad:
+        result = _cli([args[0], "--file", path, *args[1:], "--ledger", ledger], "inprocess")
+        _assert_one_line_error(*result, code, pattern)
+    assert len(PrivacyBudget(5.0, path=ledger)) == 0
+
+
+def test_help_says_what_the_group_column_may_hold(capsys):
+    with pytest.raises(SystemExit):
+        main(["mmd", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "two or more distinct values" in text
+    assert "--bandwidth" in text and "--kernel" in text and "--method" in text
