@@ -57,6 +57,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._noise import RATE_BITS, discrete_laplace, floor_to_grid, power_of_two_grid, quantise_rate
+from ._recorder import observe
 from ._validation import check_delta, check_epsilon, check_real
 
 __all__ = [
@@ -260,7 +261,9 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng, *, bound
     if bounds is None:
         if not np.all(np.isfinite(statistics)):
             raise ValueError("statistics must be finite.")
-        noisy = _check_bounded(floor_to_grid(statistics, g), "statistics") + draws
+        floored = _check_bounded(floor_to_grid(statistics, g), "statistics")
+        observe("permutation statistics", floored, g)  # grey-box audit (else a no-op)
+        noisy = floored + draws
         exceed = np.count_nonzero(noisy[1:] >= noisy[0])
         return PermutationPValue(float((1 + exceed) / statistics.size), noise)
 
@@ -277,7 +280,10 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng, *, bound
         raise ValueError("bounds must satisfy lower <= upper.")
     if not math.isfinite(statistics[0]):
         raise ValueError("statistics must be finite.")
-    noisy0 = int(_check_bounded(floor_to_grid(statistics[0], g), "statistics")) + int(draws[0])
+    floored0 = int(_check_bounded(floor_to_grid(statistics[0], g), "statistics"))
+    # grey-box audit (a no-op otherwise): only the observed statistic is computed exactly
+    observe("permutation statistics", floored0, g)
+    noisy0 = floored0 + int(draws[0])
     lo = _check_bounded(floor_to_grid(lower[1:], g), "bounds") + draws[1:]
     hi = _check_bounded(floor_to_grid(upper[1:], g), "bounds") + draws[1:]
     exceeds = lo >= noisy0

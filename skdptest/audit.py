@@ -38,18 +38,25 @@ from scipy import special
 __all__ = [
     "AuditResult",
     "FloatAuditResult",
+    "GreyBoxResult",
+    "QuantityAudit",
     "attainable_floats_differ",
     "epsilon_lower_bound",
     "epsilon_lower_bound_from_samples",
     "exact_ratio",
     "float_bits_view",
+    "grey_box_audit",
     "release_view",
 ]
 
 # Cap on the candidate thresholds tried per scalar feature during event
-# selection: the selection half is only used to *choose* the event, so a coarse
-# grid of quantiles loses little and keeps the audit linear in the trials.
-_MAX_THRESHOLDS = 64
+# selection: the selection fits are only used to *choose* the event, so a grid of
+# quantiles loses little and keeps the audit linear in the trials.
+_MAX_THRESHOLDS = 256
+# Share of the fits that choose the event; the others estimate it. A threshold has
+# one parameter, so a minority of the fits chooses it well and the bound gains from
+# more estimation fits.
+_SELECTION_FRACTION = 0.3
 
 
 # ---------------------------------------------------------------------------
@@ -183,19 +190,24 @@ class AuditResult:
         Lower bound on the ε of the release, valid with probability at least
         ``confidence`` (0 when no event separates the neighbours).
     event : str
-        Description of the distinguishing event chosen on the selection half.
+        Description of the distinguishing event chosen on the selection fits, e.g.
+        ``"threshold result_.EValueResult.log_e_value >= -0.5"``.
     direction : str
-        ``"P0/P1"`` (the event is likelier on the first data set) or ``"P1/P0"``.
+        ``"P0/P1"`` (the event is likelier on the first data set) or ``"P1/P0"``,
+        chosen with the event.
     counts : tuple of int
-        ``(k0, m0, k1, m1)``: the event's hits ``k`` among ``m`` estimation-half
+        ``(k0, m0, k1, m1)``: the event's hits ``k`` among the ``m`` estimation
         trials on the first (0) and second (1) data set.
     n_trials : int
         Trials per data set (selection plus estimation).
     confidence : float
-        Joint confidence of the bound (Bonferroni over both directions and both
-        one-sided Clopper–Pearson bounds of each).
+        Joint confidence of the bound (Bonferroni over its two one-sided
+        Clopper–Pearson bounds).
     claimed_epsilon : float or None
         The ε the release claims (its ``result_.epsilon``), where known.
+    event_kind : str
+        ``"threshold"`` (one-sided threshold on a numeric field), ``"set"`` (a set of
+        whole views) or ``"none"``.
     """
 
     epsilon_lb: float
@@ -205,6 +217,7 @@ class AuditResult:
     n_trials: int
     confidence: float
     claimed_epsilon: float | None = None
+    event_kind: str = "none"
 
     @property
     def contradicted(self):
@@ -278,16 +291,41 @@ def _leaves(view, path=()):
     return out
 
 
+# Tags of the canonical encoding (_canonical): not names of released fields.
+_TAGS = frozenset({"f", "c", "a", "m", "s", "r"})
+
+
+def _named(node):
+    """Whether a canonical node is a (name, value) pair (a field, attribute or key)."""
+    return (isinstance(node, tuple) and len(node) == 2 and isinstance(node[0], str)
+            and node[0] not in _TAGS)
+
+
+def _leaf_name(view, path):
+    """Readable name of a numeric leaf: ``result_.EValueResult.log_e_value``, ``[0]``."""
+    parts, node = [], view
+    for i in path:
+        if _named(node):
+            parts.append(node[0])
+        elif isinstance(node, tuple) and node and node[0] == "a" and i == 3:
+            pass  # into an array's values: the element index follows
+        elif not (isinstance(node, tuple) and node and isinstance(node[0], str)
+                  and node[0] in _TAGS) and not _named(node[i]):
+            parts.append(f"[{i}]")
+        node = node[i]
+    return ".".join(parts).replace(".[", "[") or "output"
+
+
 def _describe(view, limit=120):
     text = repr(view)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class _Event:
-    """A set of views, or a threshold on one numeric leaf of the views."""
+    """A threshold on one numeric leaf of the views, or a set of views."""
 
-    def __init__(self, kind, payload, path=None):
-        self.kind, self.payload, self.path = kind, payload, path
+    def __init__(self, kind, payload, path=None, name=None):
+        self.kind, self.payload, self.path, self.name = kind, payload, path, name
 
     def contains(self, view):
         if self.kind == "set":
@@ -295,7 +333,10 @@ class _Event:
         value = _leaves(view).get(self.path, math.nan)
         if self.kind == "le":
             return value <= self.payload
-        return value > self.payload  # NaN (leaf absent) is never in the event
+        return value >= self.payload  # NaN (leaf absent) is never in the event
+
+    def hits(self, views):
+        return sum(bool(self.contains(v)) for v in views)
 
     def describe(self):
         if self.kind == "set":
@@ -303,55 +344,91 @@ class _Event:
             if len(views) == 1:
                 return f"output == {_describe(views[0])}"
             return f"output in a set of {len(views)} views, e.g. {_describe(views[0])}"
-        op = "<=" if self.kind == "le" else ">"
-        return f"leaf {self.path} {op} {self.payload!r}"
+        op = "<=" if self.kind == "le" else ">="
+        return f"threshold {self.name} {op} {self.payload!r}"
 
 
-def _best_event(views_a, views_b, a):
-    """Event E maximising the lower bound of log P_a(E)/P_b(E) on these samples.
+def _best_threshold(views_a, views_b, a):
+    """The threshold event {leaf >= t} or {leaf <= t} maximising the Clopper–Pearson
+    lower bound of log P_a(E)/P_b(E) on these samples, with its score.
 
-    Candidates: the likelihood-ratio prefix sets of distinct views (sorted by a
-    smoothed empirical ratio, the Neyman–Pearson order) and one-sided thresholds
-    on every numeric leaf. Scoring by the Clopper–Pearson bound, not the raw
-    ratio, penalises events seen a handful of times.
+    For a scalar release with Laplace-type noise (log-concave, a monotone likelihood
+    ratio) a one-sided threshold is the most powerful event, and a one-parameter
+    family barely over-fits the samples that choose it.
     """
     na, nb = len(views_a), len(views_b)
-    ca, cb = Counter(views_a), Counter(views_b)
-    # A view seen once in the selection half says nothing about its probability
-    # (with a continuous release every view is unique, and the set of side-a
-    # views would look perfect here and be empty on the estimation half).
-    distinct = [v for v in set(ca) | set(cb) if ca[v] + cb[v] >= 2]
-    best = (-np.inf, _Event("set", frozenset()))
-    if distinct:
-        ka = np.array([ca[v] for v in distinct], dtype=float)
-        kb = np.array([cb[v] for v in distinct], dtype=float)
-        order = np.argsort(-((ka + 0.5) / na) / ((kb + 0.5) / nb), kind="stable")
-        scores = _log_ratio_lb(np.cumsum(ka[order]), na, np.cumsum(kb[order]), nb, a)
-        i = int(np.argmax(scores))
-        best = (scores[i], _Event("set", frozenset(distinct[j] for j in order[: i + 1])))
-
     leaves_a = [_leaves(v) for v in views_a]
     leaves_b = [_leaves(v) for v in views_b]
     paths = sorted(set().union(*leaves_a, *leaves_b), key=repr)
+    best = (-np.inf, None)
     for path in paths:
         xa = np.array([d.get(path, np.nan) for d in leaves_a])
         xb = np.array([d.get(path, np.nan) for d in leaves_b])
         pooled = np.concatenate([xa, xb])
         pooled = pooled[np.isfinite(pooled)]
-        if pooled.size == 0:
-            continue
+        if pooled.size == 0 or pooled.min() == pooled.max():
+            continue  # a constant leaf separates nothing
         thresholds = np.unique(np.quantile(pooled, np.linspace(0, 1, _MAX_THRESHOLDS + 1),
                                            method="inverted_cdf"))
         sa, sb = np.sort(xa[~np.isnan(xa)]), np.sort(xb[~np.isnan(xb)])
         le_a = np.searchsorted(sa, thresholds, side="right")
         le_b = np.searchsorted(sb, thresholds, side="right")
-        for kind, hits_a, hits_b in (("le", le_a, le_b),
-                                     ("gt", sa.size - le_a, sb.size - le_b)):
+        ge_a = sa.size - np.searchsorted(sa, thresholds, side="left")
+        ge_b = sb.size - np.searchsorted(sb, thresholds, side="left")
+        for kind, hits_a, hits_b in (("le", le_a, le_b), ("ge", ge_a, ge_b)):
             s = _log_ratio_lb(hits_a, na, hits_b, nb, a)
             i = int(np.argmax(s))
             if s[i] > best[0]:
-                best = (s[i], _Event(kind, float(thresholds[i]), path))
-    return best[1]
+                best = (float(s[i]), _Event(kind, float(thresholds[i]), path,
+                                            _leaf_name(views_a[0] if views_a else views_b[0],
+                                                       path)))
+    return best
+
+
+def _best_set(views_a, views_b, a):
+    """The likelihood-ratio prefix set of distinct views (Neyman–Pearson order, only
+    views seen at least twice) maximising the same bound, with its score."""
+    na, nb = len(views_a), len(views_b)
+    ca, cb = Counter(views_a), Counter(views_b)
+    # A view seen once says nothing about its probability (with a continuous release
+    # every view is unique, and the set of side-a views would look perfect here and be
+    # empty on fresh fits).
+    distinct = [v for v in set(ca) | set(cb) if ca[v] + cb[v] >= 2]
+    if not distinct:
+        return (-np.inf, None)
+    ka = np.array([ca[v] for v in distinct], dtype=float)
+    kb = np.array([cb[v] for v in distinct], dtype=float)
+    order = np.argsort(-((ka + 0.5) / na) / ((kb + 0.5) / nb), kind="stable")
+    scores = _log_ratio_lb(np.cumsum(ka[order]), na, np.cumsum(kb[order]), nb, a)
+    i = int(np.argmax(scores))
+    return (float(scores[i]), _Event("set", frozenset(distinct[j] for j in order[: i + 1])))
+
+
+def _choose_event(sel0, sel1, a):
+    """(event, direction) chosen on the selection fits only, or (None, None).
+
+    Thresholds on the numeric leaves come first: they are chosen on all selection fits.
+    A set of views, which can over-fit (many distinct views, each seen a few times), is
+    built on the first half of the selection fits and replaces the threshold only if it
+    scores better on the second half, fits it has not seen.
+    """
+    half = len(sel0) // 2
+    candidates = []  # (score on the check half, is_threshold, event, direction)
+    for direction, sa, sb in (("P0/P1", sel0, sel1), ("P1/P0", sel1, sel0)):
+        for is_threshold, (_, event) in (
+                (True, _best_threshold(sa, sb, a)),
+                (False, _best_set(sa[:half], sb[:half], a))):
+            if event is None:
+                continue
+            check = _log_ratio_lb(event.hits(sa[half:]), len(sa) - half,
+                                  event.hits(sb[half:]), len(sb) - half, a)
+            candidates.append((float(check), is_threshold, event, direction))
+    candidates = [c for c in candidates if c[0] > 0]
+    if not candidates:
+        return None, None
+    # the best check score; a threshold wins ties
+    score, _, event, direction = max(candidates, key=lambda c: (c[0], c[1]))
+    return event, direction
 
 
 def _check_confidence(confidence):
@@ -367,26 +444,26 @@ def _audit_views(views0, views1, confidence, claimed=None):
     if n < 4:
         raise ValueError(f"n_trials must be >= 4 per data set (two for event selection, "
                          f"two for estimation), got {n}.")
-    # Bonferroni: two directions, each with a lower and an upper one-sided bound.
-    a = (1.0 - confidence) / 4.0
-    half = n // 2
-    sel0, est0 = views0[:half], views0[half:n]
-    sel1, est1 = views1[:half], views1[half:n]
-    best = (0.0, "no separating event", "P0/P1", (0, len(est0), 0, len(est1)))
-    for direction, (sa, sb, ea, eb) in (("P0/P1", (sel0, sel1, est0, est1)),
-                                        ("P1/P0", (sel1, sel0, est1, est0))):
-        event = _best_event(sa, sb, a)
-        ka = sum(event.contains(v) for v in ea)
-        kb = sum(event.contains(v) for v in eb)
-        lb = float(_log_ratio_lb(ka, len(ea), kb, len(eb), a))
-        counts = (ka, len(ea), kb, len(eb)) if direction == "P0/P1" else \
-            (kb, len(eb), ka, len(ea))
-        if lb > best[0]:
-            best = (lb, event.describe(), direction, counts)
-    return AuditResult(epsilon_lb=best[0], event=best[1], direction=best[2],
-                       counts=tuple(int(c) for c in best[3]), n_trials=n,
-                       confidence=confidence,
-                       claimed_epsilon=None if claimed is None else float(claimed))
+    # The event and its direction are chosen on the selection fits, so one lower and
+    # one upper one-sided bound are computed on the others: Bonferroni over two.
+    a = (1.0 - confidence) / 2.0
+    n_sel = min(max(2, round(n * _SELECTION_FRACTION)), n - 2)
+    sel0, est0 = views0[:n_sel], views0[n_sel:n]
+    sel1, est1 = views1[:n_sel], views1[n_sel:n]
+    event, direction = _choose_event(sel0, sel1, a)
+    common = dict(n_trials=n, confidence=confidence,
+                  claimed_epsilon=None if claimed is None else float(claimed))
+    if event is None:
+        return AuditResult(epsilon_lb=0.0, event="no separating event", direction="P0/P1",
+                           counts=(0, len(est0), 0, len(est1)), event_kind="none", **common)
+    k0, k1 = event.hits(est0), event.hits(est1)
+    if direction == "P0/P1":
+        lb = float(_log_ratio_lb(k0, len(est0), k1, len(est1), a))
+    else:
+        lb = float(_log_ratio_lb(k1, len(est1), k0, len(est0), a))
+    return AuditResult(epsilon_lb=max(lb, 0.0), event=event.describe(), direction=direction,
+                       counts=(int(k0), len(est0), int(k1), len(est1)),
+                       event_kind="set" if event.kind == "set" else "threshold", **common)
 
 
 def _shuffled(views, rng):
@@ -542,6 +619,318 @@ def epsilon_lower_bound(make_estimator, X0, X1, *, y0=None, y1=None, n_trials=20
     claimed = out[0][1] + out[1][1]
     # Seeds are i.i.d., so the trials are already in random order.
     return _audit_views(out[0][0], out[1][0], confidence, max(claimed) if claimed else None)
+
+
+# ---------------------------------------------------------------------------
+# Grey-box: replay on neighbours with identical randomness
+# ---------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class QuantityAudit:
+    """What :func:`grey_box_audit` measured for one declared noised quantity.
+
+    Attributes
+    ----------
+    label : str
+        The quantity's label in the estimator's noise plan.
+    kind : str
+        The draw kind of its noise.
+    sensitivity : float
+        Declared sensitivity (units of the noised value).
+    epsilon : float
+        Declared ε share.
+    required_scale : float or None
+        ``factor * sensitivity / epsilon``, the least noise scale the claim needs
+        (None for an exponential-mechanism choice).
+    drawn_scale : float or None
+        Smallest scale among its draws over all replays (None when none was drawn
+        or for a choice).
+    measured_change : float or None
+        Largest change of the pre-noise value between the neighbours over the replays
+        (None when not measured).
+    privacy_loss : float or None
+        For a choice: the largest ``abs(log p0 / p1)`` of its selection probabilities.
+    n_draws : int
+        Draws assigned to it, over all replays and both neighbours.
+    """
+
+    label: str
+    kind: str
+    sensitivity: float
+    epsilon: float
+    required_scale: float | None
+    drawn_scale: float | None
+    measured_change: float | None
+    privacy_loss: float | None
+    n_draws: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GreyBoxResult:
+    """Outcome of :func:`grey_box_audit`.
+
+    Attributes
+    ----------
+    flagged : bool
+        Whether a check failed (``findings`` is not empty).
+    findings : tuple of str
+        One line per failed check: a different control flow or number of draws,
+        noise the plan does not declare, a measured change above the declared
+        sensitivity, a noise scale below ``factor * sensitivity / epsilon``, a
+        declared plan that depends on the data.
+    quantities : tuple of QuantityAudit
+        Per declared quantity, what was measured.
+    n_replays : int
+        Seeds replayed on both neighbours.
+    n_draws : tuple of int
+        Draws recorded on the first and on the second data set, over all replays.
+    """
+
+    flagged: bool
+    findings: tuple
+    quantities: tuple
+    n_replays: int
+    n_draws: tuple
+
+
+_REL_TOL = 1e-9  # floating-point slack of the comparisons with declared constants
+
+
+def _replay(make_estimator, X, y, seed):
+    """(declared plan, record) of one fit of ``make_estimator(seed)`` on (X, y)."""
+    import warnings
+
+    from skdptest import FixedRandomStateWarning
+    from skdptest._recorder import recording
+
+    with warnings.catch_warnings():
+        # the audit fixes the seeds on purpose: the replays are its own, never released
+        warnings.simplefilter("ignore", FixedRandomStateWarning)
+        est = make_estimator(seed)
+        hook = getattr(est, "_noise_plan", None)
+        if not callable(hook):
+            raise TypeError(f"{type(est).__name__} has no _noise_plan(prep) hook: it does not "
+                            "declare what it noises (doc/contributing.md).")
+        plan = hook(est._prepare(X, y, reset=True))
+        est = make_estimator(seed)
+        with recording() as record:
+            est.fit(X) if y is None else est.fit(X, y)
+    return plan, record
+
+
+def _same_draw(d0, d1):
+    # A choice's probabilities are data-dependent by design (exponential mechanism);
+    # every other parameter is public and must be equal.
+    return d0.kind == d1.kind and d0.size == d1.size and (
+        d0.kind == "choice" or d0.param == d1.param)
+
+
+def _assign(plan, draws):
+    """The draws of each declared quantity (in order, per kind) and the leftovers."""
+    from skdptest._recorder import SCALE_KINDS
+
+    by_kind = {}
+    for d in draws:
+        by_kind.setdefault(d.kind, []).append(d)
+    used = Counter()
+    out = []
+    for q in plan.quantities:
+        pool = by_kind.get(q.kind, [])
+        start = used[q.kind]
+        stop = len(pool) if q.draws is None else min(len(pool), start + q.draws)
+        out.append(pool[start:stop])
+        used[q.kind] = stop
+    leftover = {k: len(v) - used[k] for k, v in by_kind.items()
+                if (k in SCALE_KINDS or k == "choice") and len(v) > used[k]}
+    return out, leftover
+
+
+def _choice_loss(d0, d1):
+    p0, p1 = np.asarray(d0.param, dtype=float), np.asarray(d1.param, dtype=float)
+    if p0.shape != p1.shape:
+        return math.inf
+    both = (p0 > 0) & (p1 > 0)
+    if np.any((p0 > 0) != (p1 > 0)):
+        return math.inf
+    return float(np.max(np.abs(np.log(p0[both]) - np.log(p1[both])), initial=0.0))
+
+
+def _check_replay(plan0, plan1, rec0, rec1, seed):
+    """Findings and per-quantity measurements of one replay."""
+    from skdptest._recorder import max_change
+
+    findings = []
+    if [q.public() for q in plan0.quantities] != [q.public() for q in plan1.quantities]:
+        findings.append("the declared noise plan differs between the neighbours (it must "
+                        "be a function of public quantities)")
+    d0, d1 = rec0.draws, rec1.draws
+    for i, (a, b) in enumerate(zip(d0, d1, strict=False)):
+        if not _same_draw(a, b):
+            findings.append(f"seed {seed}: draw {i} is {a.kind}({a.param!r}, size={a.size}) on "
+                            f"X0 but {b.kind}({b.param!r}, size={b.size}) on X1: the control "
+                            "flow or a noise parameter depends on the data")
+            break
+    else:
+        if len(d0) != len(d1) and not plan0.sequential:
+            findings.append(f"seed {seed}: {len(d0)} draws on X0 but {len(d1)} on X1: the "
+                            "number of draws depends on the data")
+    assigned0, left0 = _assign(plan0, d0)
+    assigned1, left1 = _assign(plan1, d1)
+    for kind, count in sorted({**left0, **left1}.items()):
+        findings.append(f"seed {seed}: {count} {kind} draw(s) that no declared quantity "
+                        "accounts for")
+    # a choice that came out differently changes what follows (another bandwidth): the
+    # sensitivity of later values holds for equal choices only
+    chosen_alike = all(a.outcome == b.outcome for a, b in zip(d0, d1, strict=False)
+                       if a.kind == "choice")
+    observed = ({k: list(v) for k, v in rec0.observations.items()},
+                {k: list(v) for k, v in rec1.observations.items()})
+    rows = []
+    for q, q1, draws0, draws1 in zip(plan0.quantities, plan1.quantities, assigned0,
+                                     assigned1, strict=False):
+        drawn = draws0 + draws1
+        scales = [d.scale for d in drawn if d.scale is not None]
+        if not drawn and not plan0.sequential:
+            findings.append(f"{q.label}: declared but never drawn")
+        loss = None
+        if q.kind == "choice":
+            losses = [_choice_loss(a, b) for a, b in zip(draws0, draws1, strict=False)]
+            loss = max(losses, default=None)
+            if loss is not None and loss > q.epsilon * (1 + _REL_TOL):
+                findings.append(f"{q.label}: selection probabilities differ by a factor "
+                                f"e^{loss:.4g} > e^ε share = e^{q.epsilon:.4g}")
+        elif scales and min(scales) < q.required_scale * (1 - _REL_TOL):
+            findings.append(f"{q.label}: noise scale {min(scales):.6g} < factor * "
+                            f"sensitivity / ε share = {q.required_scale:.6g}")
+        measured = None
+        if q.kind != "choice" and chosen_alike:
+            if q.value is not None and q1.value is not None:
+                measured = max_change(q.value, q1.value)
+            else:
+                v0, v1 = observed[0].get(q.label), observed[1].get(q.label)
+                if v0 and v1 and q.value is None:
+                    (a0, unit0), (a1, unit1) = v0.pop(0), v1.pop(0)
+                    if {unit0, unit1} != {float(q.unit)}:
+                        findings.append(f"{q.label}: the release counts in units of "
+                                        f"{unit0!r} / {unit1!r}, its plan declares "
+                                        f"{float(q.unit)!r}")
+                    measured = max_change(a0, a1)
+            if measured is not None and not measured <= q.sensitivity * (1 + _REL_TOL):
+                findings.append(f"{q.label}: measured change {measured:.6g} > declared "
+                                f"sensitivity {q.sensitivity:.6g}")
+        rows.append((q, min(scales, default=None), measured, loss, len(drawn)))
+    return findings, rows
+
+
+def grey_box_audit(make_estimator, X0, X1, *, y0=None, y1=None, n_replays=3,
+                   random_state=None):
+    """Replay fits on two neighbours with identical randomness and check the noise.
+
+    For each of ``n_replays`` seeds, ``make_estimator(seed)`` is fitted on
+    ``(X0, y0)`` and, with the same seed, on ``(X1, y1)``, while every draw of
+    :mod:`skdptest._noise` and every pre-noise value the release reports is recorded.
+    The estimator's hook ``_noise_plan(prep)`` (doc/contributing.md) declares what it
+    noises: each quantity's sensitivity and ε share. The audit checks
+
+    1. the same control flow: the same draws (kind, parameter, size) in the same
+       order on both neighbours, as many of them (a prefix where the plan is
+       ``sequential``, e.g. a search that stops where it accepts), and no noise
+       draw outside the declared quantities;
+    2. the measured change of each noised value between the neighbours is at most
+       its declared sensitivity;
+    3. each noise scale is at least ``factor * sensitivity / ε share`` (for an
+       exponential mechanism: its selection probabilities differ by at most
+       e^ε share).
+
+    A halved noise scale fails 3 on any data; a sensitivity claimed too small fails
+    2 on neighbours that move the value enough; a noise parameter that depends on
+    the data fails 1.
+
+    Parameters
+    ----------
+    make_estimator : callable
+        ``make_estimator(seed) -> estimator`` using ``seed`` as its ``random_state``;
+        the estimator implements ``_noise_plan``.
+    X0, X1 : array-like
+        The neighbouring data sets.
+    y0, y1 : array-like or None, default=None
+        Labels / paired variables; ``fit(X)`` is called when ``None``.
+    n_replays : int, default=3
+        Seeds replayed (a search's control flow depends on the noise).
+    random_state : int, Generator or None, default=None
+        Draws the seeds.
+
+    Returns
+    -------
+    GreyBoxResult
+
+    Examples
+    --------
+    The shipped e-value test passes; a mutant that plans the noise of 2ε while it
+    claims ε (half the noise scale) is caught:
+
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from skdptest import PrivateEValueTest
+    >>> class HalvedNoise(PrivateEValueTest):
+    ...     def _plan(self, params, X, y):
+    ...         return super()._plan({**params, "epsilon": 2 * params["epsilon"]}, X, y)
+    >>> laws = stats.bernoulli(0.3), stats.bernoulli(0.6)
+    >>> X0 = np.zeros((20, 1))   # one row moved from the null's likeliest value
+    >>> X1 = X0.copy()           # to its least likely one: the full sensitivity
+    >>> X1[0] = 1.0
+    >>> ok = grey_box_audit(lambda s: PrivateEValueTest(*laws, random_state=s), X0, X1)
+    >>> q = ok.quantities[0]
+    >>> ok.flagged, q.label, q.measured_change == q.sensitivity
+    (False, 'merged integer', True)
+    >>> bad = grey_box_audit(lambda s: HalvedNoise(*laws, random_state=s), X0, X1)
+    >>> bad.flagged
+    True
+    >>> print(bad.findings[0])
+    merged integer: noise scale 556.569 < factor * sensitivity / ε share = 1113
+    """
+    if not callable(make_estimator):
+        raise TypeError(f"make_estimator must be callable (seed -> estimator), got "
+                        f"{type(make_estimator).__name__}.")
+    if isinstance(n_replays, bool) or not isinstance(n_replays, numbers.Integral) \
+            or n_replays < 1:
+        raise ValueError(f"n_replays must be an integer >= 1, got {n_replays!r}.")
+    if (y0 is None) != (y1 is None):
+        raise ValueError("y0 and y1 must both be given or both be None.")
+    seeds = np.random.default_rng(random_state).integers(0, 2**32, size=int(n_replays))
+    findings, per_quantity, totals = [], None, [0, 0]
+    for seed in (int(s) for s in seeds):
+        plan0, rec0 = _replay(make_estimator, X0, y0, seed)
+        plan1, rec1 = _replay(make_estimator, X1, y1, seed)
+        totals[0] += len(rec0.draws)
+        totals[1] += len(rec1.draws)
+        found, rows = _check_replay(plan0, plan1, rec0, rec1, seed)
+        findings += [f for f in found if f not in findings]
+        if per_quantity is None:
+            per_quantity = [list(r) for r in rows]
+        else:
+            for acc, (_, scale, measured, loss, n) in zip(per_quantity, rows, strict=False):
+                acc[1] = _min_defined(acc[1], scale)
+                acc[2] = _max_defined(acc[2], measured)
+                acc[3] = _max_defined(acc[3], loss)
+                acc[4] += n
+    quantities = tuple(
+        QuantityAudit(label=q.label, kind=q.kind, sensitivity=float(q.sensitivity),
+                      epsilon=float(q.epsilon),
+                      required_scale=None if q.kind == "choice" else float(q.required_scale),
+                      drawn_scale=scale, measured_change=measured, privacy_loss=loss,
+                      n_draws=int(n))
+        for q, scale, measured, loss, n in per_quantity or ())
+    return GreyBoxResult(flagged=bool(findings), findings=tuple(findings),
+                         quantities=quantities, n_replays=int(n_replays),
+                         n_draws=tuple(totals))
+
+
+def _min_defined(a, b):
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max_defined(a, b):
+    return b if a is None else a if b is None else max(a, b)
 
 
 # ---------------------------------------------------------------------------

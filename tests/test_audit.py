@@ -131,7 +131,10 @@ def test_audit_detects_epsilon_three_claimed_as_one():
     assert est.claimed_epsilon == 1.0
     assert est.contradicted and est.epsilon_lb > 2.0
     k0, m0, k1, m1 = est.counts
-    assert m0 == m1 == 1000 and k0 > 900 and k1 < 100
+    # 30 % of the fits choose the event (here the threshold on the released bit)
+    hits_likely, hits_rare = (k0, k1) if est.direction == "P0/P1" else (k1, k0)
+    assert m0 == m1 == 1400 and hits_likely > 1260 and hits_rare < 140
+    assert est.event_kind == "threshold" and est.event.startswith("threshold result_")
     # The honest ε = 1 version, same seeds: not contradicted, and close to 1 (power).
     honest = epsilon_lower_bound(lambda s: _RandomizedResponse(1.0, random_state=s),
                                  [[1]], [[0]], n_trials=2000, random_state=0)
@@ -140,12 +143,13 @@ def test_audit_detects_epsilon_three_claimed_as_one():
 
 def test_audit_of_a_deterministic_release_is_large():
     # A release that is a function of the data: identical outputs on each side,
-    # different across sides. 500 estimation trials give ε_lb = log of about 500/4.4.
+    # different across sides (strings: no numeric field, so a set event). 700
+    # estimation trials give ε_lb = log of about 700/3.7.
     out0, out1 = ["a"] * 1000, ["b"] * 1000
     r = epsilon_lower_bound_from_samples(out0, out1, random_state=0)
-    assert r.counts == (500, 500, 0, 500)
-    a = 0.05 / 4
-    assert r.epsilon_lb == pytest.approx(math.log(a ** (1 / 500) / (1 - a ** (1 / 500))))
+    assert r.counts == (700, 700, 0, 700) and r.event_kind == "set"
+    a = 0.05 / 2
+    assert r.epsilon_lb == pytest.approx(math.log(a ** (1 / 700) / (1 - a ** (1 / 700))))
 
 
 def test_audit_thresholds_a_continuous_release():
@@ -158,7 +162,7 @@ def test_audit_thresholds_a_continuous_release():
                                               rng.laplace(0, 0.5, n),
                                               random_state=0, claimed_epsilon=1.0)
     assert not honest.contradicted and honest.epsilon_lb > 0.5
-    assert halved.contradicted and "leaf" in halved.event
+    assert halved.contradicted and halved.event_kind == "threshold"
     assert not halved.epsilon_lb > 2.0  # still a lower bound of the true ε = 2
 
 
@@ -576,3 +580,282 @@ def test_gtm_constant_work_evaluation_counts_follow_the_released_index():
     for accepted, evals in p0 + p1:
         counts.setdefault(accepted, set()).add(evals)
     assert max(len(v) for v in counts.values()) > 1
+
+
+# ---------------------------------------------------------------------------
+# Black-box: thresholds on the scalar release see a halved noise
+# ---------------------------------------------------------------------------
+LAWS = (stats.bernoulli(0.3), stats.bernoulli(0.6))
+
+
+def _evalue_pair():
+    """Neighbours for the e-value test with Bernoulli laws: one row moved from the
+    null's likeliest value (0) to its least likely one (1), a change of the merged
+    integer by its full sensitivity (measured by the grey-box test below)."""
+    X0 = np.zeros((20, 1))
+    X1 = X0.copy()
+    X1[0] = 1.0
+    return X0, X1
+
+
+def test_black_box_threshold_catches_halved_noise_of_the_merged_e_value(monkeypatch):
+    # Default statistic ("optimal": the merged integer plus exact discrete Laplace
+    # noise); with the noise halved the release is 2-DP on these neighbours.
+    import skdptest as s
+
+    X0, X1 = _evalue_pair()
+    laws = LAWS  # the same objects in every fit: the public plan is computed once
+
+    def make(seed):
+        return s.PrivateEValueTest(*laws, random_state=seed)
+
+    _worst_cases()
+    assert any(p.startswith("skdptest.evalue.") for p in _halve_noise(monkeypatch))
+    r = epsilon_lower_bound(make, X0, X1, n_trials=300, random_state=0)
+    assert r.contradicted and r.event_kind == "threshold", r
+    assert "log_e_value" in r.event or "e_value" in r.event or "pvalue" in r.event
+
+
+def _default_evalue_pair():
+    """Neighbours for the shipped default PrivateEValueTest (N(0, 1) against N(1, 1)):
+    one row moved from -10 to 10, from the lower clip of the e-statistic to its upper
+    clip, so the released integer moves by its full sensitivity: the pair that makes
+    the release move most."""
+    X0 = np.zeros((20, 1))
+    X0[0] = -10.0
+    X1 = X0.copy()
+    X1[0] = 10.0
+    return X0, X1
+
+
+@pytest.mark.slow  # 2 x 5000 fits, about 80 s
+@pytest.mark.filterwarnings("ignore:null and alternative are not given")
+def test_black_box_is_nearly_tight_on_the_default_e_value_and_flags_halved_noise(
+        monkeypatch):
+    import skdptest as s
+
+    X0, X1 = _default_evalue_pair()
+    make = lambda q: s.PrivateEValueTest(random_state=q)  # noqa: E731
+    honest = epsilon_lower_bound(make, X0, X1, n_trials=5000, random_state=1)
+    assert honest.claimed_epsilon == 1.0 and honest.event_kind == "threshold"
+    assert 0.8 <= honest.epsilon_lb <= 1.0, honest
+    _worst_cases()
+    _halve_noise(monkeypatch)
+    halved = epsilon_lower_bound(make, X0, X1, n_trials=5000, random_state=1)
+    assert halved.contradicted and halved.epsilon_lb > 1.0, halved
+
+
+def test_event_names_are_readable():
+    from skdptest.audit import _leaf_name, _leaves
+
+    @dataclass(frozen=True)
+    class R:
+        log_e_value: float
+        reject: bool
+
+    class Est:
+        pass
+
+    e = Est()
+    e.result_, e.n_features_in_ = R(-0.5, False), 1
+    from skdptest.audit import _canonical
+
+    view = _canonical(release_view(e))
+    names = sorted(_leaf_name(view, p) for p in _leaves(view))
+    assert names == ["n_features_in_", "result_.R.log_e_value", "result_.R.reject"]
+    assert _leaf_name(_canonical((0.5, 1.0)), (1,)) == "[1]"
+    assert _leaf_name(_canonical(0.5), ()) == "output"
+
+
+# ---------------------------------------------------------------------------
+# Grey-box: identical randomness on neighbours, declared sensitivity and scale
+# ---------------------------------------------------------------------------
+FIVE = ["PrivateEValueTest", "PrivateEProcess", "DPMMDTest", "DPHSICTest",
+        "GeneralizedThresholdMechanism"]
+
+
+def _grey(name, make=None, **kw):
+    from skdptest.audit import grey_box_audit
+
+    factory, X0, X1, y0, y1 = _worst_cases()[name]
+    return grey_box_audit(make or factory, X0, X1, y0=y0, y1=y1, random_state=0, **kw)
+
+
+@pytest.mark.parametrize("name", FIVE)
+def test_grey_box_passes_the_shipped_estimators(name):
+    r = _grey(name)
+    assert not r.flagged, r.findings
+    assert r.quantities and all(q.n_draws > 0 for q in r.quantities[:1])
+    for q in r.quantities:
+        if q.required_scale is not None and q.drawn_scale is not None:
+            # the rates are rounded down: never less noise, and at most 0.2 % more
+            assert q.required_scale <= q.drawn_scale <= 1.002 * q.required_scale, q
+        assert q.measured_change is None or q.measured_change <= q.sensitivity, q
+    # the worst-case neighbours move every measured value (they are not vacuous)
+    assert any(q.measured_change for q in r.quantities), r.quantities
+
+
+@pytest.mark.parametrize("name", FIVE)
+def test_grey_box_flags_halved_noise_samplers(monkeypatch, name):
+    _worst_cases()
+    assert _halve_noise(monkeypatch)
+    r = _grey(name)
+    assert r.flagged and any("noise scale" in f for f in r.findings), r
+
+
+def _plan_mutant(monkeypatch, name):
+    """The estimator's own noise plan halved (ε doubled where the plan sets the noise,
+    the claim and the charge unchanged); returns the factory to audit."""
+    import dataclasses as dc
+
+    from skdptest import _permutation
+    from skdptest.evalue import _exact
+    from skdptest.threshold import _params
+
+    factory = _worst_cases()[name][0]
+    if name in ("PrivateEValueTest", "PrivateEProcess"):
+        # the exact two-point release: rate quantise(2 ε) instead of quantise(ε)
+        honest = _exact.BinaryExact.noise_rate
+        monkeypatch.setattr(_exact.BinaryExact, "noise_rate",
+                            staticmethod(lambda epsilon: honest(2 * epsilon)))
+    elif name in ("DPMMDTest", "DPHSICTest"):
+        # the release's discrete Laplace rate doubled on the same grid
+        honest = _permutation.permutation_noise
+
+        def halved(*args, **kwargs):
+            noise = honest(*args, **kwargs)
+            return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
+
+        monkeypatch.setattr(_permutation, "permutation_noise", halved)
+    else:
+        honest = _params._noise_means
+        monkeypatch.setattr(_params, "_noise_means",
+                            lambda epsilon, theta: honest(2 * epsilon, theta))
+    return factory
+
+
+@pytest.mark.parametrize("name", FIVE)
+def test_grey_box_flags_the_plans_halved_noise(monkeypatch, name):
+    r = _grey(name, make=_plan_mutant(monkeypatch, name))
+    assert r.flagged and any("noise scale" in f for f in r.findings), r
+
+
+def _merged_factory(cls, **kw):
+    import skdptest as s
+
+    est = getattr(s, cls)
+    return lambda seed: est(*LAWS, statistic="optimal", random_state=seed, **kw)
+
+
+@pytest.mark.parametrize("cls, kw", [("PrivateEValueTest", {}),
+                                      ("PrivateEProcess", {"schedule": [8, 12]}),
+                                      ("PrivateEProcess", {"schedule": [20], "beta": 0.1})])
+def test_grey_box_merged_e_values(cls, kw):
+    # The default statistic of the e-values (the merged integer), and the e-process's
+    # two-sided mode (two releases per batch at ε/2 each).
+    from skdptest.audit import grey_box_audit
+
+    X0, X1 = _evalue_pair()
+    r = grey_box_audit(_merged_factory(cls, **kw), X0, X1, random_state=0)
+    assert not r.flagged, r.findings
+    assert {q.label for q in r.quantities} == {"merged integer"}
+    # the moved row is in the first batch: its integer moves by the full sensitivity
+    first = r.quantities[0]
+    assert first.measured_change == first.sensitivity
+    if "beta" in kw:
+        assert [q.epsilon for q in r.quantities] == [0.5, 0.5]
+
+
+def test_grey_box_flags_a_merged_plan_at_twice_epsilon():
+    import skdptest as s
+    from skdptest.audit import grey_box_audit
+
+    class HalvedNoise(s.PrivateEValueTest):
+        def _plan(self, params, X, y):
+            return super()._plan({**params, "epsilon": 2 * params["epsilon"]}, X, y)
+
+    X0, X1 = _evalue_pair()
+    r = grey_box_audit(lambda q: HalvedNoise(*LAWS, random_state=q), X0, X1, random_state=0)
+    assert r.flagged and r.findings[0].startswith("merged integer: noise scale"), r
+
+
+def test_grey_box_flags_a_sensitivity_claimed_too_small():
+    # Declares half the sensitivity and half the ε share: the scale check alone
+    # (Δ/ε unchanged) passes, the measured change of the integer does not.
+    import dataclasses as dc
+
+    import skdptest as s
+    from skdptest.audit import grey_box_audit
+
+    class Understated(s.PrivateEValueTest):
+        def _noise_plan(self, prep):
+            plan = super()._noise_plan(prep)
+            return dc.replace(plan, quantities=tuple(
+                dc.replace(q, sensitivity=q.sensitivity / 2, epsilon=q.epsilon / 2)
+                for q in plan.quantities))
+
+    X0, X1 = _evalue_pair()
+    r = grey_box_audit(lambda q: Understated(*LAWS, random_state=q), X0, X1, random_state=0)
+    assert r.flagged and len(r.findings) == 1, r.findings
+    assert r.findings[0].startswith("merged integer: measured change 1442 > declared "
+                                    "sensitivity 721")
+
+
+def test_grey_box_flags_undeclared_and_data_dependent_noise(monkeypatch):
+    from skdptest import _noise
+    from skdptest.audit import grey_box_audit
+    from skdptest.evalue import _evalue
+
+    X0, X1 = _evalue_pair()
+    make = _merged_factory("PrivateEValueTest")
+    honest = _evalue.release_sum
+
+    def extra(total, noise, rng):
+        _noise.laplace(rng, 1.0)  # noise no declared quantity accounts for
+        return honest(total, noise, rng)
+
+    monkeypatch.setattr(_evalue, "release_sum", extra)
+    r = grey_box_audit(make, X0, X1, random_state=0)
+    assert r.flagged and any("1 laplace draw(s) that no declared quantity" in f
+                             for f in r.findings), r.findings
+
+    first = []
+
+    def data_scaled(total, noise, rng):
+        # a noise parameter read from the data: the first data set's row sum gets one
+        # probability, the neighbour's another
+        first[:] = first or [total]
+        _noise.bernoulli(rng, 0.5 if total == first[0] else 0.25)
+        return honest(total, noise, rng)
+
+    monkeypatch.setattr(_evalue, "release_sum", data_scaled)
+    r = grey_box_audit(make, X0, X1, random_state=0)
+    assert r.flagged and any("control flow or a noise parameter depends on the data" in f
+                             for f in r.findings), r.findings
+
+
+def test_grey_box_private_median_bandwidth():
+    # The exponential mechanism of the median bandwidth: its selection probabilities
+    # on the neighbours differ by at most e^(its ε share).
+    import skdptest as s
+
+    r = _grey("DPMMDTest", make=lambda q: s.DPMMDTest(
+        n_permutations=19, kernel_params={"gamma": "median"}, random_state=q))
+    assert not r.flagged, r.findings
+    choice = r.quantities[0]
+    assert choice.kind == "choice" and choice.epsilon == pytest.approx(0.05)
+    assert 0 < choice.privacy_loss <= 0.05
+
+
+def test_grey_box_validates_its_parameters():
+    from skdptest.audit import grey_box_audit
+
+    make = lambda q: _RandomizedResponse(random_state=q)  # noqa: E731
+    with pytest.raises(TypeError, match="make_estimator must be callable"):
+        grey_box_audit(None, [[1]], [[0]])
+    with pytest.raises(ValueError, match="n_replays must be an integer >= 1"):
+        grey_box_audit(make, [[1]], [[0]], n_replays=0)
+    with pytest.raises(ValueError, match="y0 and y1 must both be given"):
+        grey_box_audit(make, [[1]], [[0]], y0=[1])
+    with pytest.raises(TypeError, match="has no _noise_plan"):
+        grey_box_audit(make, [[1]], [[0]])

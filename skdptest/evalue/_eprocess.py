@@ -11,9 +11,11 @@ import numpy as np
 from .._base import BaseStreamingTest
 from .._noise import RATE_BITS
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options
+from .._recorder import NoisePlan
 from ._cache import _cached
 from ._evalue import (
     COMMON_CONSTRAINTS,
+    batch_noised_quantities,
     check_laws,
     default_laws,
     mechanism_epsilon,
@@ -526,6 +528,29 @@ class PrivateEProcess(BaseStreamingTest):
             epsilon=params["epsilon"],
             delta=0.0,
         )
+
+    def _noise_plan(self, prep):
+        """What a fit on ``prep.X`` noises (the grey-box audit hook, doc/contributing.md):
+        each complete batch of the public schedule, in order (one release, or one per
+        direction at ε/2 in two-sided merged mode); the stream may stop earlier."""
+        plan, n, cap = prep.plan, prep.n_samples, prep.params["max_samples"]
+        # the ε shares from the parameters, not from the plan that sets the noise
+        epsilon = mechanism_epsilon(prep.params["epsilon"])
+        share = epsilon / 2 if (plan.two_sided and plan.exact is None) else epsilon
+        out, used, sizes = [], 0, plan.sizes()
+        while cap is None or used < cap:
+            size = next(sizes) if cap is None else min(next(sizes), cap - used)
+            if used + size > n:
+                break
+            if plan.exact is not None:
+                out += batch_noised_quantities(plan.exact, None, size, epsilon)
+            else:
+                for against in ("P", "Q") if plan.two_sided else ("P",):
+                    stat, bet = plan.batch_plan(against, size)
+                    out += batch_noised_quantities(
+                        stat, release_noise(stat, bet, plan.eps_stat), size, share)
+            used += size
+        return NoisePlan(tuple(out), sequential=True)
 
     # ---------------------------------------------------------------- API
     def _score_release(self, prep, rng):

@@ -24,6 +24,7 @@ from .._params import (
     check_value,
     validate_parameters,
 )
+from .._recorder import NoisedQuantity, NoisePlan
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
@@ -370,6 +371,12 @@ class PrivateEValueTest(BasePrivateTest):
     def _score_value(self, result):
         return result.log_e_value
 
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md)."""
+        return NoisePlan(batch_noised_quantities(
+            prep.plan.stat, prep.plan.noise, prep.n_samples,
+            mechanism_epsilon(prep.params["epsilon"])))
+
     def score(self, X, y=None):
         """Private log e-value on new data ``X`` (charged ε like a fit).
 
@@ -398,6 +405,22 @@ class _EValuePlan:
     clip: float | None
     noise: Any = None  # GridNoise of the merged release (None: exact or constant)
     table: Any = None  # RowTable of finite discrete laws (per-row integers by value)
+
+
+def batch_noised_quantities(stat, noise, n, epsilon):
+    """The noised quantity of one batch release of n rows at ``epsilon`` (grey-box audit
+    declaration): the exact models' count (sensitivity: one count, or the lattice's
+    ``steps``), else the merged integer M (sensitivity Δ_int = ``noise.steps`` on the
+    grid ``noise.grid``); none for a constant statistic."""
+    if stat.name == "exact":
+        if stat.noise_scale(n, epsilon) == 0:
+            return ()
+        steps = stat.steps(n) if hasattr(stat, "steps") else 1
+        return (NoisedQuantity("noisy count", "discrete_laplace", steps, epsilon),)
+    if noise is None:
+        return ()
+    return (NoisedQuantity("merged integer", "discrete_laplace", noise.steps, epsilon,
+                           unit=noise.grid),)
 
 
 def _constant_sum(X, laws, stat, bet):

@@ -33,6 +33,7 @@ from .._noise import (
     quantise_rate,
     two_sided_geometric,
 )
+from .._recorder import observe
 from ._cache import _cached
 from ._laws import _DiscreteLaws
 from ._optimal import optimal_statistic
@@ -287,6 +288,7 @@ class LatticeExact:
         """Y = T + Z, Z two-sided geometric: ε-DP (T moves by at most ``steps``)."""
         if self._grid(n)[2] == 0:
             return float(count)  # constant statistic: nothing about the data
+        observe("noisy count", count)  # for the grey-box audit (a no-op otherwise)
         return float(count + int(two_sided_geometric(rng, self.noise_rate(n))))
 
     def noise_scale(self, n, epsilon=None):

@@ -41,6 +41,7 @@ from .._noise import (
     power_of_two_grid,
     quantise_rate,
 )
+from .._recorder import observe
 
 __all__ = [
     "GridNoise",
@@ -297,8 +298,9 @@ def plan_release(laws, stat, n, epsilon, stat_at=None):
 def release_sum(total, noise, rng):
     """The release g·(M + K) − c of a row sum S = ``total`` (:func:`row_integer_sum`),
     M = floor(S / 2^k), K exact discrete Laplace at the quantised rate."""
-    j = (total >> noise.fine_bits) + int(discrete_laplace(rng, noise.rate))
-    return noise.value(j)
+    merged = total >> noise.fine_bits
+    observe("merged integer", merged, noise.grid)  # grey-box audit (else a no-op)
+    return noise.value(merged + int(discrete_laplace(rng, noise.rate)))
 
 
 def release(log_e_rows, stat, bet, epsilon, rng):
@@ -313,5 +315,6 @@ def release(log_e_rows, stat, bet, epsilon, rng):
     noise = release_noise(stat, bet, epsilon)
     if noise is None:
         return float(np.sum(terms)), 0.0
-    j = merged_integer(terms, noise) + int(discrete_laplace(rng, noise.rate))
-    return noise.value(j), noise.scale
+    merged = merged_integer(terms, noise)
+    observe("merged integer", merged, noise.grid)  # grey-box audit (else a no-op)
+    return noise.value(merged + int(discrete_laplace(rng, noise.rate))), noise.scale

@@ -62,7 +62,7 @@ from ._kernels import (
     uses_private_median,
 )
 from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory
-from ._results import make_permutation_result, plan_noise
+from ._results import make_permutation_result, noise_plan, plan_noise
 
 __all__ = [
     "DPHSICTest",
@@ -1281,6 +1281,12 @@ class DPHSICTest(BasePrivateTest):
                 np.array(grids[0]),
                 "y_gamma_grid_": None if grids is None or grids[1] == (None,) else
                 np.array(grids[1])}
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md)."""
+        share = MEDIAN_EPSILON_SHARE * prep.params["epsilon"]
+        shares = [share for used in prep.plan.median if used]
+        return noise_plan(prep.plan, prep.params["delta"], shares)
 
     def _score_value(self, result):
         return -math.log(result.pvalue)

@@ -65,7 +65,7 @@ from ._kernels import (
     resolve_kernel,
     uses_private_median,
 )
-from ._results import make_permutation_result, plan_noise
+from ._results import make_permutation_result, noise_plan, plan_noise
 from ._trmm import map_row_blocks, trmm_rows
 
 __all__ = [
@@ -1280,6 +1280,11 @@ class DPMMDTest(BasePrivateTest):
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes, "gamma_": result.gamma,
                 "gamma_grid_": prep.plan.gammas}
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md)."""
+        shares = [MEDIAN_EPSILON_SHARE * prep.params["epsilon"]] if prep.plan.median else []
+        return noise_plan(prep.plan, prep.params["delta"], shares)
 
     def _score_value(self, result):
         return -math.log(result.pvalue)

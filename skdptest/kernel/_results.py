@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._params import InvalidParameterError
-from .._permutation import DiscreteNoise, dp_permutation_pvalue, permutation_noise
+from .._permutation import DiscreteNoise, dp_permutation_pvalue, permutation_noise, privacy_xi
+from .._recorder import NoisedQuantity, NoisePlan
 from .._results import PValueAliasMixin, TestResult
 
-__all__ = ["PermutationTestResult", "make_permutation_result", "plan_noise"]
+__all__ = ["PermutationTestResult", "make_permutation_result", "noise_plan", "plan_noise"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +107,21 @@ def plan_noise(sensitivity, abs_error, noise_epsilon, delta):
             f"epsilon is too small for the exact discrete Laplace sampler of the "
             f"permutation release ({exc})"
         ) from exc
+
+
+def noise_plan(plan, delta, bandwidth_epsilons=()):
+    """What a permutation release noises (the grey-box audit declaration).
+
+    The private bandwidths first (exponential mechanisms, one ε share each), then the
+    B + 1 statistics floored on the grid g: each moves by at most Δ_int steps of g,
+    and the permutation theorem needs discrete Laplace noise of rate <= ξ / (2 Δ_int).
+    """
+    out = [NoisedQuantity("bandwidth", "choice", 1.0, eps) for eps in bandwidth_epsilons]
+    out.append(NoisedQuantity("permutation statistics", "discrete_laplace",
+                              plan.noise.integer_sensitivity,
+                              privacy_xi(plan.noise_epsilon, delta), factor=2.0,
+                              unit=plan.noise.grid))
+    return NoisePlan(tuple(out))
 
 
 def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delta, alpha,

@@ -23,7 +23,8 @@ from .._params import (
     Options,
     RandomState,
 )
-from ._mechanisms import NoisyThresholdQuery, check_mechanism, check_outputs
+from .._recorder import NoisedQuantity, NoisePlan
+from ._mechanisms import NoisyThresholdQuery, _statistic, check_mechanism, check_outputs
 from ._params import gtm_step_parameters
 from ._results import ThresholdResult
 
@@ -536,6 +537,39 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
 
     def _privacy_cost(self, params):
         return params["epsilon"], 0.0  # pure ε-DP, even with δ_t > 0 (purification)
+
+    def _noise_plan(self, prep):
+        """What a search noises (the grey-box audit hook, doc/contributing.md).
+
+        The threshold noise R (mean b0 = (2 + θ)/(θ ε): the share θ ε/(2 + θ)) and the
+        step noises ν_t (mean b1 = (2 + θ)/ε: the share 2 ε/(2 + θ), paid twice) shift
+        the log rates by ε_t (ν_t − R). They hide log q_t / ε_t and log(1 − q_t) / ε_t,
+        q_t the purified Pr[M_t = +1], which move by at most 1 between neighbours when
+        M_t is ε_t-DP (measured where the mechanisms give ``probability``). The noisy
+        threshold queries' Laplace noise hides q(X) / Δ_t (scale at least Δ_t / ε_t).
+        The search stops at the accepted index: draws may stop earlier on one side.
+        """
+        params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
+        eps, theta = params["epsilon"], params["theta"]
+        logs = None
+        if all(hasattr(m, "probability") for m in plan.mechanisms):
+            logs = []
+            for mech, (eps_t, _), sp in zip(plan.mechanisms, plan.privacy, plan.steps,
+                                            strict=True):
+                q = sp.phi + (1.0 - 2.0 * sp.phi) * float(mech.probability(X, y))
+                logs += [(math.log(q) if q > 0 else -math.inf) / eps_t,
+                         (math.log1p(-q) if q < 1 else -math.inf) / eps_t]
+        out = [NoisedQuantity("log rates (threshold noise R)", "exponential", 1.0,
+                              theta * eps / (2.0 + theta), value=logs),
+               NoisedQuantity("log rates (step noises)", "exponential", 1.0,
+                              2.0 * eps / (2.0 + theta), factor=2.0, draws=None, value=logs)]
+        queries = [m for m in plan.mechanisms if isinstance(m, NoisyThresholdQuery)]
+        if queries:
+            out.append(NoisedQuantity(
+                "noisy threshold queries", "laplace", 1.0,
+                max(m.epsilon / m.sensitivity for m in queries), draws=None,
+                value=[_statistic(m.statistic, X, y) / m.sensitivity for m in queries]))
+        return NoisePlan(tuple(out), sequential=True)
 
     def _fitted_attributes(self, prep, result):
         return {"mechanisms_": list(prep.plan.mechanisms),
