@@ -59,6 +59,7 @@ __all__ = [
     "null_rank_sums",
     "null_signed_rank",
     "random_signs_and_magnitudes",
+    "ranks_given_shuffle",
     "signed_rank_sensitivity",
     "signed_rank_statistic",
     "tie_broken_ranks",
@@ -98,8 +99,14 @@ def tie_broken_ranks(rng, values):
     ndarray of shape (n_samples,) of int64
         ``ranks[i]`` is the rank of row i.
     """
+    return ranks_given_shuffle(values, rng.permutation(values.shape[0]))
+
+
+def ranks_given_shuffle(values, shuffle):
+    """Ranks 1..N of the rows of ``values`` ordered lexicographically, rows equal in
+    every column ordered as in ``shuffle`` (a permutation of the row indices: the row
+    listed first ranks lower). :func:`tie_broken_ranks` with a uniform ``shuffle``."""
     n = values.shape[0]
-    shuffle = rng.permutation(n)
     shuffled = values[shuffle]
     if shuffled.shape[1] == 1:
         order = np.argsort(shuffled[:, 0], kind="stable")

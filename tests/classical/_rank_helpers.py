@@ -1,0 +1,228 @@
+"""Helpers shared by the rank-test files: exhaustive neighbours, exact release laws,
+and the null grid of type-I errors (run by a fast and a slow test per estimator).
+
+pytest runs with ``--import-mode=importlib``: the test files put tests/classical on
+sys.path and import this module by name (as tests/kernel/_kernel_helpers.py).
+"""
+
+import itertools
+import math
+
+import numpy as np
+from scipy import stats
+
+from skdptest._noise import discrete_laplace
+from skdptest.classical._rank import (
+    kruskal_sensitivity,
+    kruskal_twice_statistic,
+    mann_whitney_sensitivity,
+    mann_whitney_u,
+    monte_carlo_pvalue,
+    noise_rate,
+    null_rank_sums,
+    null_signed_rank,
+    random_signs_and_magnitudes,
+    signed_rank_sensitivity,
+    signed_rank_statistic,
+    tie_broken_ranks,
+)
+
+ALPHA = 0.05
+GRID_B = 98  # (B + 1) p-values on multiples of 1/99: exact level 4/99 on continuous data
+
+
+# -- exhaustive neighbours at the level of orders ------------------------------------------
+
+def all_moves(n):
+    """Every rank vector of n rows (all permutations) and every replace-one move.
+
+    Returns (before, after): arrays of shape (M, n) of ranks 1..n, one row per
+    (permutation, moved row i, new rank r'); the other rows shift by one between the
+    old and the new rank, which is what replacing row i's value does to a total order.
+    """
+    perms = np.array(list(itertools.permutations(range(1, n + 1))), dtype=np.int64)
+    before, after = [], []
+    for i in range(n):
+        for new in range(1, n + 1):
+            old = perms[:, i:i + 1]
+            moved = perms - ((perms > old) & (perms <= new)) + ((perms >= new) & (perms < old))
+            moved[:, i] = new
+            before.append(perms)
+            after.append(moved)
+    return np.concatenate(before), np.concatenate(after)
+
+
+def u_of(ranks, n1):
+    """U of the first n1 rows for rank vectors (rows of ``ranks``)."""
+    return ranks[:, :n1].sum(axis=1) - n1 * (n1 + 1) // 2
+
+
+def twice_t_of(ranks, sizes):
+    """2T (absolute-deviation Kruskal–Wallis) for rank vectors, groups in blocks."""
+    n = int(np.sum(sizes))
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    sums = np.add.reduceat(ranks, starts, axis=1)
+    return np.abs(2 * sums - np.asarray(sizes) * (n + 1)).sum(axis=1)
+
+
+# -- exact law of a release ---------------------------------------------------------------
+
+def discrete_laplace_pmf(k, rate):
+    return math.tanh(rate / 2) * np.exp(-rate * np.abs(k))
+
+
+def release_law(statistics, rate, support):
+    """P(S + K = u) for u in ``support``: S uniform over the listed ``statistics`` (one per
+    equally likely draw of the data-independent randomness), K discrete Laplace."""
+    values, counts = np.unique(np.asarray(statistics), return_counts=True)
+    weights = counts / counts.sum()
+    return (weights[None, :] * discrete_laplace_pmf(support[:, None] - values[None, :], rate)
+            ).sum(axis=1)
+
+
+def max_log_ratio(law_a, law_b):
+    return float(np.max(np.abs(np.log(law_a) - np.log(law_b))))
+
+
+# -- null grid -----------------------------------------------------------------------------
+
+def stable_ranks(rng, values):
+    """MUTANT: ties ordered by row order (a stable sort, no random permutation)."""
+    order = np.lexsort(values.T[::-1])
+    ranks = np.empty(values.shape[0], dtype=np.int64)
+    ranks[order] = np.arange(1, values.shape[0] + 1)
+    return ranks
+
+
+def zeros_positive(rng, differences):
+    """MUTANT: zero differences counted as positive (no random sign)."""
+    positive, magnitudes = random_signs_and_magnitudes(rng, differences)
+    return positive | np.all(differences == 0, axis=1), magnitudes
+
+
+GROUP_LAWS = {
+    "normal": lambda rng, n: rng.normal(size=n),
+    "exponential": lambda rng, n: rng.exponential(size=n),
+    "lognormal": lambda rng, n: rng.lognormal(0.0, 2.0, size=n),
+    "cauchy": lambda rng, n: rng.standard_cauchy(size=n),
+    "t1e6": lambda rng, n: 1e6 * rng.standard_t(1, size=n),
+    "poisson0.3": lambda rng, n: rng.poisson(0.3, size=n).astype(float),
+    "bernoulli0.1": lambda rng, n: (rng.random(n) < 0.1).astype(float),
+    "rounded": lambda rng, n: np.round(rng.normal(size=n)),
+}
+
+SYMMETRIC_LAWS = {
+    "normal": lambda rng, n: rng.normal(size=n),
+    "cauchy": lambda rng, n: rng.standard_cauchy(size=n),
+    "t1e-6": lambda rng, n: 1e-6 * rng.standard_t(1, size=n),
+    "laplace": lambda rng, n: rng.laplace(size=n),
+    "poisson-diff": lambda rng, n: (rng.poisson(0.3, n) - rng.poisson(0.3, n)).astype(float),
+    "rademacher-ties": lambda rng, n: rng.choice([-1.0, 0.0, 0.0, 1.0], size=n),
+    # paired: x = b + e1, y = b + e2 with a skewed b: x − y symmetric
+    "paired-lognormal": None,
+}
+
+
+def group_cells(sizes_list, epsilons, laws, alternatives=("two-sided",)):
+    cells = []
+    for i, (law, sizes, eps) in enumerate(itertools.product(laws, sizes_list, epsilons)):
+        cells.append((law, tuple(sizes), eps, alternatives[i % len(alternatives)]))
+    return cells
+
+
+def group_type_one(kind, cells, reps, seed, rank=tie_broken_ranks, b=GRID_B):
+    """Rejections at ALPHA of the Mann–Whitney ("mw") or Kruskal–Wallis ("kw") release
+    under H0 (every row from the cell's law, groups in consecutive blocks as in a
+    sorted data frame), each replicate with its own simulated null of b draws.
+
+    The statistic, noise rate and p-value are the estimators' own functions; ``rank``
+    may be a mutant. Returns a list of (cell, rejections).
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for cell in cells:
+        law, sizes, eps, alternative = cell
+        sizes = np.asarray(sizes)
+        n = int(sizes.sum())
+        codes = np.repeat(np.arange(sizes.size), sizes)
+        if kind == "mw":
+            n1, n2 = (int(s) for s in sizes)
+            rate = noise_rate(eps, mann_whitney_sensitivity(sizes))
+            null = null_rank_sums(rng, sizes, reps * b)[:, 0] - n1 * (n1 + 1) // 2
+        else:
+            rate = noise_rate(eps, 2 * kruskal_sensitivity(sizes))
+            sums = null_rank_sums(rng, sizes, reps * b)
+            null = np.abs(2 * sums - sizes * (n + 1)).sum(axis=1)
+        null = (null + discrete_laplace(rng, rate, size=reps * b)).reshape(reps, b)
+        noise = discrete_laplace(rng, rate, size=reps)
+        rejections = 0
+        for r in range(reps):
+            x = GROUP_LAWS[law](rng, n)[:, None]
+            ranks = rank(rng, x)
+            if kind == "mw":
+                stat = mann_whitney_u(ranks, codes == 0) + noise[r]
+                p = monte_carlo_pvalue(stat, null[r], alternative, n1 * n2)
+            else:
+                stat = kruskal_twice_statistic(ranks, codes, sizes) + noise[r]
+                p = monte_carlo_pvalue(stat, null[r], "greater")
+            rejections += p <= ALPHA
+        out.append((cell, rejections))
+    return out
+
+
+def wilcoxon_cells(ns, epsilons, laws, alternatives=("two-sided", "greater", "less")):
+    cells = []
+    for i, (law, n, eps) in enumerate(itertools.product(laws, ns, epsilons)):
+        cells.append((law, int(n), eps, alternatives[i % len(alternatives)]))
+    return cells
+
+
+def wilcoxon_type_one(cells, reps, seed, signs=random_signs_and_magnitudes, b=GRID_B):
+    """Rejections at ALPHA of the signed-rank release under H0 (symmetric differences
+    about 0; rows sorted by value, the worst order for a row-order tie-break)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for cell in cells:
+        law, n, eps, alternative = cell
+        rate = noise_rate(eps, signed_rank_sensitivity(n))
+        null = null_signed_rank(rng, n, reps * b) + discrete_laplace(rng, rate, size=reps * b)
+        null = null.reshape(reps, b)
+        noise = discrete_laplace(rng, rate, size=reps)
+        rejections = 0
+        for r in range(reps):
+            if law == "paired-lognormal":
+                base = rng.lognormal(0.0, 1.5, size=n)
+                d = (base + rng.exponential(size=n)) - (base + rng.exponential(size=n))
+            else:
+                d = SYMMETRIC_LAWS[law](rng, n)
+            d = np.sort(d)[:, None]
+            positive, magnitudes = signs(rng, d)
+            stat = signed_rank_statistic(tie_broken_ranks(rng, magnitudes), positive)
+            p = monte_carlo_pvalue(stat + noise[r], null[r], alternative, n * (n + 1) // 2)
+            rejections += p <= ALPHA
+        out.append((cell, rejections))
+    return out
+
+
+def grid_failures(results, reps):
+    """Cells whose type-I error exceeds ALPHA + 2 SE, and whether the pooled rate
+    exceeds ALPHA + 2 SE (SE binomial at ALPHA) or, a sharper check of the pooled rate,
+    the grid's exact level 4/99 on continuous data + 3 SE (false alarm 0.1 %).
+    Returns (failing cells, pooled rate, pooled failure flag)."""
+    se_cell = math.sqrt(ALPHA * (1 - ALPHA) / reps)
+    failing = [(cell, k / reps) for cell, k in results if k / reps > ALPHA + 2 * se_cell]
+    total = sum(k for _, k in results)
+    m = reps * len(results)
+    pooled = total / m
+    exact = math.floor(ALPHA * (GRID_B + 1)) / (GRID_B + 1)
+    pooled_fail = (pooled > ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / m)
+                   or pooled > exact + 3 * math.sqrt(exact * (1 - exact) / m))
+    return failing, pooled, pooled_fail
+
+
+def scipy_tolerance(p, b):
+    """Monte Carlo tolerance of a (B + 1) p-value around the exact one: 4 SE + 1/(B + 1)."""
+    return 4 * math.sqrt(max(p * (1 - p), 1e-4) / b) + 1 / (b + 1)
+
+
+__all__ = [name for name in dir() if not name.startswith("_")] + ["stats"]
