@@ -220,6 +220,19 @@ def grid_failures(results, reps):
     return failing, pooled, pooled_fail
 
 
+def confirmed_failures(run, cells, reps, seed):
+    """Grid check with confirmation: cells failing ALPHA + 2 SE are run again with ten
+    times the replicates on a fresh seed and count only if they fail again (with 3 x 54
+    cells at the exact level 4/99, about one cell in three grids exceeds ALPHA + 2 SE
+    by chance; a real defect fails both stages). ``run(cells, reps, seed)`` returns
+    (cell, rejections) pairs. Returns (confirmed failing cells, pooled rate, pooled
+    failure flag of the first stage)."""
+    failing, pooled, pooled_fail = grid_failures(run(cells, reps, seed), reps)
+    again = [cell for cell, _ in failing]
+    confirmed = grid_failures(run(again, 10 * reps, seed + 1), 10 * reps)[0] if again else []
+    return confirmed, pooled, pooled_fail
+
+
 def scipy_tolerance(p, b):
     """Monte Carlo tolerance of a (B + 1) p-value around the exact one: 4 SE + 1/(B + 1)."""
     return 4 * math.sqrt(max(p * (1 - p), 1e-4) / b) + 1 / (b + 1)

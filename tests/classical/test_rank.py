@@ -49,14 +49,14 @@ def test_ranks_follow_the_values_and_break_ties_uniformly():
     rng = np.random.default_rng(0)
     x = np.array([[2.0], [0.0], [2.0], [-0.0], [5.0]])
     seen = {}
-    for _ in range(3000):
+    for _ in range(1000):
         r = tie_broken_ranks(rng, x)
         assert sorted(r) == [1, 2, 3, 4, 5] and r[4] == 5
         assert set(r[[1, 3]]) == {1, 2} and set(r[[0, 2]]) == {3, 4}  # 0.0 == -0.0
         key = (r[1] < r[3], r[0] < r[2])
         seen[key] = seen.get(key, 0) + 1
     assert len(seen) == 4
-    assert all(abs(c / 3000 - 0.25) < 0.04 for c in seen.values())  # 5 SE
+    assert all(abs(c / 1000 - 0.25) < 0.07 for c in seen.values())  # 5 SE
 
 
 def test_several_columns_are_ordered_lexicographically():
@@ -69,12 +69,12 @@ def test_signs_zeros_are_fair_coins_and_smallest():
     rng = np.random.default_rng(1)
     d = np.array([[0.0], [-2.0], [3.0], [-0.0]])
     pos = np.zeros(4)
-    for _ in range(2000):
+    for _ in range(600):
         positive, mags = random_signs_and_magnitudes(rng, d)
         np.testing.assert_array_equal(mags[:, 0], [0.0, 2.0, 3.0, 0.0])
         assert not positive[1] and positive[2]
         pos += positive
-    assert abs(pos[0] / 2000 - 0.5) < 0.06 and abs(pos[3] / 2000 - 0.5) < 0.06
+    assert abs(pos[0] / 600 - 0.5) < 0.1 and abs(pos[3] / 600 - 0.5) < 0.1  # 5 SE
     # several columns: the sign of the first non-zero coordinate, magnitudes symmetric
     positive, mags = random_signs_and_magnitudes(rng, np.array([[0.0, -1.0], [0.0, 1.0]]))
     np.testing.assert_array_equal(positive, [False, True])
