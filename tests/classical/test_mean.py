@@ -448,6 +448,44 @@ def test_type_one_error_of_the_constant_law_is_exact():
             assert size <= 0.05
 
 
+def _exact_two_point_size(u, v, n, fraction, epsilon, alternative, alpha=0.05):
+    """Exact rejection probability on the law with P(v) = −u/(v − u), P(u) = v/(v − u)
+    (mean 0 = μ0) on the bounds [−3, 3]: T depends only on the count K of v's, so the
+    size is Σ_K P(K) P(Z >= r* − T(K)) — no simulation."""
+    plan = bet_plan(-3.0, 3.0, fraction, epsilon, alternative)
+    k = np.arange(n + 1)
+    rows = np.where(np.arange(n)[None, :] < k[:, None], v, u)
+    t = wealth_statistic(rows, plan, alternative)
+    r = rejection_threshold(plan.grid, plan.rate, alpha)
+    weights = stats.binom.pmf(k, n, -u / (v - u))
+    return float(weights @ _noise_sf(r - t, plan.rate))
+
+
+TWO_POINT_SUPPORTS = [(u, v) for u in (-3.0, -1.5, -0.3, -0.06) for v in (3.0, 1.5, 0.3, 0.06)]
+
+
+@pytest.mark.parametrize("alternative", ALTERNATIVES)
+def test_exact_size_on_two_point_laws(alternative):
+    """Every two-point law with mean μ0 inside the bounds, exactly: size <= α."""
+    sizes = [_exact_two_point_size(u, v, n, 0.45, 1.0, alternative)
+             for u, v in TWO_POINT_SUPPORTS for n in (10, 60)]
+    assert max(sizes) <= 0.05
+    assert max(sizes) >= 0.03  # and the bound is not far from tight on these laws
+
+
+@pytest.mark.slow
+def test_exact_size_on_two_point_laws_full_grid():
+    worst = 0.0
+    for epsilon in (0.1, 1.0, 10.0):
+        for alternative in ALTERNATIVES:
+            for fraction in (0.1, 0.45, 0.9):
+                for n in (10, 40, 150):
+                    for u, v in TWO_POINT_SUPPORTS:
+                        worst = max(worst, _exact_two_point_size(u, v, n, fraction,
+                                                                 epsilon, alternative))
+    assert worst <= 0.05
+
+
 def _slow_configs():
     configs = []
     eps_cycle = (0.1, 1.0, 10.0)
