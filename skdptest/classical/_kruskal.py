@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ._rank import (
     GroupRankTest,
-    RankPlan,
     check_null_work,
     kruskal_sensitivity,
     kruskal_twice_statistic,
     monte_carlo_pvalue,
-    noise_rate,
     noisy,
     null_rank_sums,
     rank_constraints,
+    rank_plan,
+    release_integer,
     tie_broken_ranks,
 )
 from ._results import ClassicalTestResult
@@ -120,6 +120,7 @@ class DPKruskalWallisTest(GroupRankTest):
     """
 
     _parameter_constraints = rank_constraints()
+    _statistic_label = "2T"
 
     def __init__(self, *, epsilon=1.0, alpha=0.05, n_resamples=2000, budget=None,
                  random_state=None):
@@ -132,9 +133,9 @@ class DPKruskalWallisTest(GroupRankTest):
     def _plan(self, params, X, y):
         classes, codes, sizes = self._groups(y)
         check_null_work(params["n_resamples"], X.shape[0], type(self).__name__)
-        sensitivity = kruskal_sensitivity(sizes)  # of T; 2T has twice that
-        return RankPlan(classes=classes, codes=codes, sizes=sizes, sensitivity=sensitivity,
-                        rate=noise_rate(params["epsilon"], 2 * sensitivity))
+        sensitivity = kruskal_sensitivity(sizes)  # of T; the noised 2T has twice that
+        return rank_plan(params["epsilon"], sensitivity, 2 * sensitivity, classes, codes,
+                         sizes)
 
     def _release(self, prep, rng):
         params, plan = prep.params, prep.plan
@@ -145,7 +146,8 @@ class DPKruskalWallisTest(GroupRankTest):
         null_2t = abs(2 * sums - sizes * (n + 1)).sum(axis=1)
         null = noisy(rng, null_2t, plan.rate, size=b)
         ranks = tie_broken_ranks(rng, prep.X)
-        released = noisy(rng, kruskal_twice_statistic(ranks, plan.codes, sizes), plan.rate)
+        released = release_integer(rng, self._statistic_label,
+                                   kruskal_twice_statistic(ranks, plan.codes, sizes), plan.rate)
         pvalue = monte_carlo_pvalue(released, null, "greater")
         return ClassicalTestResult(
             statistic=released / 2.0, pvalue=float(pvalue), alternative="two-sided",

@@ -7,15 +7,15 @@ from sklearn.utils import ClassifierTags
 from ._rank import (
     ALTERNATIVE,
     GroupRankTest,
-    RankPlan,
     check_null_work,
     mann_whitney_sensitivity,
     mann_whitney_u,
     monte_carlo_pvalue,
-    noise_rate,
     noisy,
     null_rank_sums,
     rank_constraints,
+    rank_plan,
+    release_integer,
     tie_broken_ranks,
 )
 from ._results import ClassicalTestResult
@@ -126,6 +126,7 @@ class DPMannWhitneyTest(GroupRankTest):
     """
 
     _min_groups = _max_groups = 2
+    _statistic_label = "U"
     _parameter_constraints = {**rank_constraints(), "alternative": [ALTERNATIVE]}
 
     def __init__(self, *, alternative="two-sided", epsilon=1.0, alpha=0.05, n_resamples=2000,
@@ -148,8 +149,7 @@ class DPMannWhitneyTest(GroupRankTest):
         classes, codes, sizes = self._groups(y)
         check_null_work(params["n_resamples"], X.shape[0], type(self).__name__)
         sensitivity = mann_whitney_sensitivity(sizes)
-        return RankPlan(classes=classes, codes=codes, sizes=sizes, sensitivity=sensitivity,
-                        rate=noise_rate(params["epsilon"], sensitivity))
+        return rank_plan(params["epsilon"], sensitivity, sensitivity, classes, codes, sizes)
 
     def _release(self, prep, rng):
         params, plan = prep.params, prep.plan
@@ -159,7 +159,8 @@ class DPMannWhitneyTest(GroupRankTest):
         null_u = null_rank_sums(rng, plan.sizes, b)[:, 0] - n1 * (n1 + 1) // 2
         null = noisy(rng, null_u, plan.rate, size=b)
         ranks = tie_broken_ranks(rng, prep.X)
-        released = noisy(rng, mann_whitney_u(ranks, plan.codes == 0), plan.rate)
+        released = release_integer(rng, self._statistic_label,
+                                   mann_whitney_u(ranks, plan.codes == 0), plan.rate)
         pvalue = monte_carlo_pvalue(released, null, params["alternative"], n1 * n2)
         return ClassicalTestResult(
             statistic=float(released), pvalue=float(pvalue), alternative=params["alternative"],

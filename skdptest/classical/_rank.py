@@ -40,6 +40,7 @@ from .._params import (
     Options,
     RandomState,
 )
+from .._recorder import NoisedQuantity, NoisePlan, observe
 
 __all__ = [
     "ALTERNATIVE",
@@ -55,6 +56,9 @@ __all__ = [
     "noisy",
     "rank_constraints",
     "RankPlan",
+    "RankTest",
+    "rank_plan",
+    "release_integer",
     "check_null_work",
     "null_rank_sums",
     "null_signed_rank",
@@ -339,16 +343,54 @@ ALTERNATIVE = Options("two-sided", "greater", "less")
 
 @dataclass(frozen=True)
 class RankPlan:
-    """Public plan of a rank release: group codes and sizes, sensitivity, noise rate."""
+    """Public plan of a rank release: group codes and sizes, the sensitivity of the
+    statistic, that of the noised integer (2T for Kruskal–Wallis) and the noise rate."""
 
     classes: Any
     codes: Any
     sizes: Any
     sensitivity: int
+    integer_sensitivity: int
     rate: float
 
 
-class GroupRankTest(BasePrivateTest):
+def rank_plan(epsilon, sensitivity, integer_sensitivity, classes=None, codes=None,
+              sizes=None):
+    """The :class:`RankPlan` with the noise rate of the integer's sensitivity."""
+    return RankPlan(classes=classes, codes=codes, sizes=sizes, sensitivity=int(sensitivity),
+                    integer_sensitivity=int(integer_sensitivity),
+                    rate=noise_rate(epsilon, integer_sensitivity))
+
+
+def release_integer(rng, label, statistic, rate):
+    """The release: the exact integer ``statistic`` plus discrete Laplace noise at
+    ``rate`` (reported to the grey-box audit's recorder under ``label`` first)."""
+    observe(label, int(statistic))
+    return int(statistic) + discrete_laplace(rng, rate)
+
+
+class RankTest(BasePrivateTest):
+    """Shared parts of the rank tests: the audit declaration and the score."""
+
+    _statistic_label = "rank statistic"
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md): the B
+        draws of the simulated null (added to data-free statistics: sensitivity 0),
+        then the one draw of the release (the integer statistic, its sensitivity)."""
+        eps, plan = prep.params["epsilon"], prep.plan
+        return NoisePlan((
+            NoisedQuantity("simulated null (no data)", "discrete_laplace", 0.0, eps,
+                           value=0),
+            NoisedQuantity(self._statistic_label, "discrete_laplace",
+                           float(plan.integer_sensitivity), eps),
+        ))
+
+    def _score_value(self, result):
+        return -math.log(result.pvalue)
+
+
+class GroupRankTest(RankTest):
     """Shared input handling of the k-sample rank tests (labels y, public sizes)."""
 
     _requires_y = True
@@ -386,6 +428,3 @@ class GroupRankTest(BasePrivateTest):
 
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes}
-
-    def _score_value(self, result):
-        return -math.log(result.pvalue)

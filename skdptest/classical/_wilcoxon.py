@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from numbers import Real
 
 import numpy as np
@@ -12,15 +11,15 @@ from .._base import check_numeric
 from .._params import Interval
 from ._rank import (
     ALTERNATIVE,
-    GroupRankTest,
-    RankPlan,
+    RankTest,
     check_null_work,
     monte_carlo_pvalue,
-    noise_rate,
     noisy,
     null_signed_rank,
     random_signs_and_magnitudes,
     rank_constraints,
+    rank_plan,
+    release_integer,
     signed_rank_sensitivity,
     signed_rank_statistic,
     tie_broken_ranks,
@@ -30,7 +29,7 @@ from ._results import ClassicalTestResult
 __all__ = ["DPWilcoxonTest"]
 
 
-class DPWilcoxonTest(GroupRankTest):
+class DPWilcoxonTest(RankTest):
     r"""ε-DP Wilcoxon signed-rank test: is a law (or a paired difference) symmetric
     about a declared centre?
 
@@ -136,6 +135,7 @@ class DPWilcoxonTest(GroupRankTest):
     """
 
     _requires_y = False
+    _statistic_label = "W+"
     _parameter_constraints = {
         **rank_constraints(),
         "center": [Interval(Real, None, None)],
@@ -164,11 +164,7 @@ class DPWilcoxonTest(GroupRankTest):
         n = X.shape[0]
         check_null_work(params["n_resamples"], n, type(self).__name__)
         sensitivity = signed_rank_sensitivity(n)
-        return RankPlan(classes=None, codes=None, sizes=None, sensitivity=sensitivity,
-                        rate=noise_rate(params["epsilon"], sensitivity))
-
-    def _fitted_attributes(self, prep, result):
-        return {}
+        return rank_plan(params["epsilon"], sensitivity, sensitivity)
 
     def _release(self, prep, rng):
         params, plan, X = prep.params, prep.plan, prep.X
@@ -179,7 +175,8 @@ class DPWilcoxonTest(GroupRankTest):
         d = d - params["center"]
         positive, magnitudes = random_signs_and_magnitudes(rng, d)
         ranks = tie_broken_ranks(rng, magnitudes)
-        released = noisy(rng, signed_rank_statistic(ranks, positive), plan.rate)
+        released = release_integer(rng, self._statistic_label,
+                                   signed_rank_statistic(ranks, positive), plan.rate)
         pvalue = monte_carlo_pvalue(released, null, params["alternative"], n * (n + 1) // 2)
         return ClassicalTestResult(
             statistic=float(released), pvalue=float(pvalue), alternative=params["alternative"],
@@ -187,6 +184,3 @@ class DPWilcoxonTest(GroupRankTest):
             alpha=params["alpha"], epsilon=params["epsilon"], delta=0.0,
             n_samples=prep.n_samples, method="DP Wilcoxon signed-rank",
         )
-
-    def _score_value(self, result):
-        return -math.log(result.pvalue)

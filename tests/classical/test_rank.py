@@ -322,3 +322,43 @@ def test_sizes_of_the_null_are_bounded_in_memory():
     rows = list(_rank._chunks(1000, 10_000))
     assert sum(rows) == 1000 and max(rows) * 10_000 <= _rank._CHUNK_ELEMENTS
     assert math.isclose(_rank.MAX_NULL_ELEMENTS, 2**31)
+
+
+# -- grey-box audit (skdptest.audit.grey_box_audit) ---------------------------------------------
+
+GREY_CASES = {  # worst neighbours: the statistic moves by its full sensitivity
+    "mw": (DPMannWhitneyTest, [1, 2, 3, 4, 5, 6, 7], [9, 2, 3, 4, 5, 6, 7],
+           np.array([0, 0, 0, 1, 1, 1, 1])),
+    "kw": (DPKruskalWallisTest, [1, 6, 2, 5, 3, 4], [7, 6, 2, 5, 3, 4],
+           np.array([0, 0, 1, 1, 2, 2])),
+    "w": (DPWilcoxonTest, [-1, -2, -3, -4, -5], [-1, -2, -3, -4, 9], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GREY_CASES))
+def test_grey_box_audit_passes_and_the_sensitivity_is_attained(name):
+    from skdptest.audit import grey_box_audit
+
+    cls, a, b, y = GREY_CASES[name]
+    X0, X1 = np.array(a, float)[:, None], np.array(b, float)[:, None]
+    r = grey_box_audit(lambda seed: cls(n_resamples=20, random_state=seed), X0, X1,
+                       y0=y, y1=y, random_state=0)
+    assert not r.flagged, r.findings
+    null, statistic = r.quantities
+    assert null.sensitivity == 0 and null.measured_change == 0
+    assert statistic.measured_change == statistic.sensitivity  # attained
+    assert statistic.required_scale <= statistic.drawn_scale <= 1.002 * statistic.required_scale
+
+
+def test_grey_box_audit_flags_halved_noise():
+    from skdptest.audit import grey_box_audit
+
+    class HalvedNoise(DPMannWhitneyTest):
+        def _plan(self, params, X, y):
+            return super()._plan({**params, "epsilon": 2 * params["epsilon"]}, X, y)
+
+    cls, a, b, y = GREY_CASES["mw"]
+    r = grey_box_audit(lambda seed: HalvedNoise(n_resamples=20, random_state=seed),
+                       np.array(a, float)[:, None], np.array(b, float)[:, None], y0=y, y1=y,
+                       random_state=0)
+    assert r.flagged and any(f.startswith("U: noise scale") for f in r.findings), r.findings
