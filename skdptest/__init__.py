@@ -13,6 +13,7 @@ from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
 from .classical import (
     BoundedMeanResult,
     ChiSquareTestResult,
+    DPBinomialTest,
     DPBoundedMeanTest,
     DPChiSquareTest,
     DPContingencyTest,
@@ -39,6 +40,7 @@ __all__ = [
     "BoundedMeanResult",
     "BudgetExceededError",
     "ChiSquareTestResult",
+    "DPBinomialTest",
     "DPBoundedMeanTest",
     "DPChiSquareTest",
     "DPContingencyTest",

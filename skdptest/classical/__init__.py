@@ -5,12 +5,14 @@ from ._kruskal import DPKruskalWallisTest
 from ._ks import DPKolmogorovSmirnovTest
 from ._mannwhitney import DPMannWhitneyTest
 from ._mean import DPBoundedMeanTest
+from ._proportion import DPBinomialTest
 from ._results import BoundedMeanResult, ChiSquareTestResult
 from ._wilcoxon import DPWilcoxonTest
 
 __all__ = [
     "BoundedMeanResult",
     "ChiSquareTestResult",
+    "DPBinomialTest",
     "DPBoundedMeanTest",
     "DPChiSquareTest",
     "DPContingencyTest",

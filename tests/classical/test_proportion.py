@@ -1,0 +1,173 @@
+"""DPBinomialTest: exact level by enumeration, privacy by exact density ratios, the
+non-private limit and power against the exact UMP computation."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import optimize, stats
+
+from skdptest import DPBinomialTest, PrivacyBudget
+from skdptest.classical._proportion import tulap_rate
+from skdptest.classical._tulap import binomial_pvalue, tulap_cdf, tulap_log_pdf
+
+
+def _column(bits):
+    return np.asarray(bits, dtype=float).reshape(-1, 1)
+
+
+def _exact_rejection(n, theta0, rate, alpha, alternative, theta):
+    """P_θ(p(Z) <= α) exactly: boundaries by root finding on the p-value (monotone on each
+    side of its maximum), then Σ_x pmf_θ(x) P(x + N in the region), N Tulap."""
+    x = np.arange(n + 1)
+    pmf = stats.binom.pmf(x, n, theta)
+
+    def p(z):
+        return binomial_pvalue(z, n, theta0, rate, alternative) - alpha
+
+    span = n + 80.0 / rate + 10
+    if alternative == "two-sided" and theta0 in (0.0, 1.0):  # one side only (documented)
+        assert binomial_pvalue(0.3, n, theta0, rate, alternative) == binomial_pvalue(
+            0.3, n, theta0, rate, "greater" if theta0 == 0.0 else "less")
+        alternative = "greater" if theta0 == 0.0 else "less"
+    if alternative == "greater":
+        return float(np.sum(pmf * tulap_cdf(x - optimize.brentq(p, -span, span), rate)))
+    if alternative == "less":
+        return float(np.sum(pmf * tulap_cdf(optimize.brentq(p, -span, span) - x, rate)))
+    top = optimize.minimize_scalar(lambda z: -p(z), bounds=(-1, n + 1), method="bounded").x
+    c1, c2 = optimize.brentq(p, -span, top), optimize.brentq(p, top, span)
+    return float(np.sum(pmf * (tulap_cdf(c1 - x, rate) + tulap_cdf(x - c2, rate))))
+
+
+@pytest.mark.parametrize("n, theta0", [(10, 0.02), (10, 0.98), (7, 0.5), (20, 0.999),
+                                       (12, 0.0), (12, 1.0)])
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+def test_exact_level_by_enumeration(n, theta0, epsilon):
+    rate = tulap_rate(epsilon)
+    alpha = 0.05
+    for alt in ("greater", "less", "two-sided"):
+        if (alt == "greater" and theta0 == 1.0) or (alt == "less" and theta0 == 0.0):
+            continue  # H0 is every θ: nothing to test (p is still valid, checked below)
+        level = _exact_rejection(n, theta0, rate, alpha, alt, theta0)
+        assert level == pytest.approx(alpha, abs=1e-9)  # exact, not just <= α
+    # one-sided: strictly below α inside the null
+    if 0 < theta0 < 1:
+        assert _exact_rejection(n, theta0, rate, alpha, "greater", theta0 * 0.8) < alpha
+
+
+def test_estimator_releases_count_plus_tulap_and_its_pvalue():
+    X = _column([1] * 7 + [0] * 13)
+    for alt in ("greater", "less", "two-sided"):
+        r = DPBinomialTest(null_proportion=0.2, alternative=alt, random_state=5).fit(X).result_
+        assert r.pvalue == pytest.approx(binomial_pvalue(r.statistic, 20, 0.2, 1.0, alt),
+                                         rel=1e-12)
+        assert r.reject == (r.pvalue <= 0.05) and r.sensitivity == 1.0
+        assert r.n_samples == 20 and r.delta == 0.0 and r.alternative == alt
+    # the same seed on a neighbour (one more 1) shifts the release by exactly one
+    Y = _column([1] * 8 + [0] * 12)
+    a = DPBinomialTest(null_proportion=0.2, random_state=9).fit(X).result_.statistic
+    b = DPBinomialTest(null_proportion=0.2, random_state=9).fit(Y).result_.statistic
+    assert round(b) - round(a) == 1 and b - a == pytest.approx(1.0, abs=1e-14)
+    # pandas input and k = n (all ones)
+    ones = pd.DataFrame({"x": np.ones(30)})
+    r = DPBinomialTest(null_proportion=0.9, alternative="greater", epsilon=512.0,
+                       random_state=1).fit(ones).result_
+    u = r.statistic - 30
+    expected = stats.binom.pmf(30, 30, 0.9) * (0.5 - u)  # P(X' > 30) = 0
+    assert r.pvalue == pytest.approx(expected, rel=1e-9)
+
+
+def test_privacy_exact_density_ratio_and_halved_noise_mutant():
+    """Z given count k has density f(z − k), f the Tulap density at the estimator's rate:
+    on neighbours (k, k + 1) the log ratio is <= ε everywhere; halved noise breaks it."""
+    epsilon = 0.7
+    rate = tulap_rate(epsilon)
+    assert rate <= epsilon
+    # grey box: the estimator's releases follow count + Tulap(rate) (KS over seeds)
+    X = _column([1] * 4 + [0] * 6)
+    z = np.array([DPBinomialTest(null_proportion=0.5, alternative="greater",
+                                 epsilon=epsilon, random_state=s).fit(X).result_.statistic
+                  for s in range(300)])
+    assert stats.kstest(z - 4, lambda t: tulap_cdf(t, rate)).pvalue > 1e-3
+    t = np.linspace(-30, 30, 120_001)
+    for k in range(0, 10):
+        ratio = tulap_log_pdf(t - k, rate) - tulap_log_pdf(t - k - 1, rate)
+        assert np.max(np.abs(ratio)) <= epsilon + 1e-12
+    mutant = tulap_log_pdf(t, 2 * rate) - tulap_log_pdf(t - 1, 2 * rate)
+    assert np.max(np.abs(mutant)) > epsilon + 0.5
+    # and the releases are not at the mutant's law
+    assert stats.kstest(z - 4, lambda t: tulap_cdf(t, 2 * rate)).pvalue < 1e-3
+
+
+def test_refusals_before_the_charge_carry_no_count():
+    budget = PrivacyBudget(epsilon=10.0)
+    messages = []
+    for bad in ([0, 1, 2, 1], [0.5] * 7 + [1, 0], [1, 0, -1, -1, -1]):
+        with pytest.raises(ValueError, match="only the values 0 and 1") as info:
+            DPBinomialTest(budget=budget).fit(_column(bad))
+        messages.append(str(info.value))
+    assert len(set(messages)) == 1 and not any(ch.isdigit() for ch in messages[0].replace(
+        "0 and 1", ""))
+    with pytest.raises(ValueError, match="exactly one column"):
+        DPBinomialTest(budget=budget).fit(np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="epsilon must be at least"):
+        DPBinomialTest(epsilon=1e-9, budget=budget).fit(_column([0, 1]))
+    assert budget.ledger == [] or len(budget.ledger) == 0
+
+
+def test_non_private_limit_matches_scipy_binomtest():
+    """ε → ∞ (the rate is capped at 512): p = P(X' > k) + P(X' = k)(1/2 − u), the
+    randomised exact test, between scipy's exact p-values of k + 1 and k."""
+    n, theta0 = 40, 0.3
+    for k in (5, 12, 20, 40):
+        X = _column([1] * k + [0] * (n - k))
+        r = DPBinomialTest(null_proportion=theta0, alternative="greater", epsilon=1e9,
+                           random_state=k).fit(X).result_
+        u = r.statistic - k
+        assert abs(u) < 0.5
+        expected = stats.binom.sf(k, n, theta0) + stats.binom.pmf(k, n, theta0) * (0.5 - u)
+        assert r.pvalue == pytest.approx(expected, rel=1e-9)
+        exact = stats.binomtest(k, n, theta0, alternative="greater").pvalue
+        assert exact - stats.binom.pmf(k, n, theta0) - 1e-12 <= r.pvalue <= exact + 1e-12
+
+
+def test_power_equals_the_exact_ump_computation():
+    """Power of the released test = power of the DP-UMP test φ(x) = F(x − m) with
+    E_θ0 φ = α (Awan and Slavković, Theorem 3.2), and simulation agrees."""
+    n, theta0, theta1, alpha = 30, 0.3, 0.5, 0.05
+    rate = tulap_rate(1.0)
+    x = np.arange(n + 1)
+    p0, p1 = stats.binom.pmf(x, n, theta0), stats.binom.pmf(x, n, theta1)
+    m = optimize.brentq(lambda s: np.sum(p0 * tulap_cdf(x - s, rate)) - alpha, -50, 80)
+    ump = float(np.sum(p1 * tulap_cdf(x - m, rate)))
+    ours = _exact_rejection(n, theta0, rate, alpha, "greater", theta1)
+    assert ours == pytest.approx(ump, abs=1e-9)
+    rng = np.random.default_rng(3)
+    rejections = [DPBinomialTest(null_proportion=theta0, alternative="greater",
+                                 random_state=int(s)).fit(_column(rng.binomial(1, theta1, n)))
+                  .result_.reject for s in rng.integers(0, 2**31, size=400)]
+    assert abs(np.mean(rejections) - ump) <= 3 * math.sqrt(ump * (1 - ump) / 400)
+
+
+def test_score_is_minus_log_pvalue():
+    X = _column([1] * 50 + [0] * 10)
+    est = DPBinomialTest(null_proportion=0.5, random_state=2).fit(X)
+    r = est.result_
+    assert -math.log(r.pvalue) == pytest.approx(
+        est._score_value(r))
+    assert est._score_value(type(r)(**{**r.__dict__, "pvalue": 0.0})) == pytest.approx(
+        -math.log(5e-324))
+
+
+def test_solve_n_plans_the_binomial_test():
+    from skdptest.power import solve_n
+
+    def data(n, rng):
+        return rng.binomial(1, 0.5, size=(n, 1)).astype(float), None
+
+    est = DPBinomialTest(null_proportion=0.3, alternative="greater")
+    sol = solve_n(est, data, power=0.8, n_min=10, n_max=400, n_repeats=60, random_state=0)
+    # exact UMP power reaches 0.8 at n = 42 (0.73 at 36, 0.85 at 48); the Monte Carlo
+    # answer (60 repeats per n) has error
+    assert 28 <= int(sol.value) <= 64
