@@ -859,3 +859,49 @@ def test_grey_box_validates_its_parameters():
         grey_box_audit(make, [[1]], [[0]], y0=[1])
     with pytest.raises(TypeError, match="has no _noise_plan"):
         grey_box_audit(make, [[1]], [[0]])
+
+
+def test_grey_box_gtm_with_every_kind_of_threshold_mechanism(monkeypatch):
+    # Gaussian and Laplace threshold queries (sensitivity 2) and randomized response in
+    # one search: every draw is declared, and the queries' values move by at most Δ_t.
+    import skdptest as s
+    from skdptest.audit import grey_box_audit
+    from skdptest.threshold import (
+        GaussianThresholdQuery,
+        NoisyThresholdQuery,
+        RandomizedResponse,
+        _mechanisms,
+    )
+
+    mechs = [GaussianThresholdQuery(_Total(), 5.0, 0.25, 1e-6),
+             NoisyThresholdQuery(_Total(), 5.0, 0.25, sensitivity=2.0),
+             RandomizedResponse(_SumAtLeast(5), 0.25)]
+    X0 = np.r_[np.ones(4), np.zeros(6)][:, None]
+    X1 = X0.copy()
+    X1[-1] = 1.0
+
+    def make(q):
+        return s.GeneralizedThresholdMechanism(mechanisms=mechs, random_state=q)
+
+    r = grey_box_audit(make, X0, X1, random_state=0, n_replays=5)
+    assert not r.flagged, r.findings
+    by_label = {q.label: q for q in r.quantities}
+    assert by_label["threshold queries (laplace)"].required_scale == 8.0  # Δ/ε = 2/0.25
+    assert by_label["threshold queries (gaussian)"].drawn_scale == mechs[0].sigma
+    # a halved Gaussian threshold noise is caught too
+    honest = _mechanisms._noise.gaussian
+    monkeypatch.setattr(_mechanisms._noise, "gaussian",
+                        lambda rng, sigma, size=None: honest(rng, sigma / 2, size))
+    r = grey_box_audit(make, X0, X1, random_state=0, n_replays=5)
+    assert r.flagged and any(f.startswith("threshold queries (gaussian): noise scale")
+                             for f in r.findings), r.findings
+
+
+class _Total:
+    """Public statistic: the sum of column 0 (sensitivity 1 for rows in [0, 1])."""
+
+    def __call__(self, X, y):
+        return float(np.sum(X[:, 0]))
+
+    def __repr__(self):
+        return "_Total()"

@@ -24,7 +24,13 @@ from .._params import (
     RandomState,
 )
 from .._recorder import NoisedQuantity, NoisePlan
-from ._mechanisms import NoisyThresholdQuery, _statistic, check_mechanism, check_outputs
+from ._mechanisms import (
+    GaussianThresholdQuery,
+    NoisyThresholdQuery,
+    _statistic,
+    check_mechanism,
+    check_outputs,
+)
 from ._params import gtm_step_parameters
 from ._results import ThresholdResult
 
@@ -545,8 +551,8 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
         step noises ν_t (mean b1 = (2 + θ)/ε: the share 2 ε/(2 + θ), paid twice) shift
         the log rates by ε_t (ν_t − R). They hide log q_t / ε_t and log(1 − q_t) / ε_t,
         q_t the purified Pr[M_t = +1], which move by at most 1 between neighbours when
-        M_t is ε_t-DP (measured where the mechanisms give ``probability``). The noisy
-        threshold queries' Laplace noise hides q(X) / Δ_t (scale at least Δ_t / ε_t).
+        M_t is ε_t-DP (measured where the mechanisms give ``probability``). The threshold
+        queries' noise hides q(X) / Δ_t (Laplace scale at least Δ_t / ε_t).
         The search stops at the accepted index: draws may stop earlier on one side.
         """
         params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
@@ -563,11 +569,18 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
                               theta * eps / (2.0 + theta), value=logs),
                NoisedQuantity("log rates (step noises)", "exponential", 1.0,
                               2.0 * eps / (2.0 + theta), factor=2.0, draws=None, value=logs)]
-        queries = [m for m in plan.mechanisms if isinstance(m, NoisyThresholdQuery)]
-        if queries:
+        for cls, kind in ((NoisyThresholdQuery, "laplace"), (GaussianThresholdQuery, "gaussian")):
+            queries = [m for m in plan.mechanisms if isinstance(m, cls)]
+            if not queries:
+                continue
+            # one declaration for all draws of the kind: the least scale any of them needs
+            # (Laplace Δ_t/ε_t; Gaussian σ_t as the mechanism calibrates it, not re-derived)
+            share = max(m.epsilon / m.sensitivity for m in queries)
+            least = min(m.sensitivity / m.epsilon if kind == "laplace" else m.sigma
+                        for m in queries)
             out.append(NoisedQuantity(
-                "noisy threshold queries", "laplace", 1.0,
-                max(m.epsilon / m.sensitivity for m in queries), draws=None,
+                f"threshold queries ({kind})", kind, 1.0, share, factor=least * share,
+                draws=None,
                 value=[_statistic(m.statistic, X, y) / m.sensitivity for m in queries]))
         return NoisePlan(tuple(out), sequential=True)
 
