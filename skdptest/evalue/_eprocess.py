@@ -12,6 +12,7 @@ from .._base import BaseStreamingTest
 from .._noise import RATE_BITS
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options
 from .._recorder import NoisePlan
+from .._warnings import warn_leak
 from ._cache import _cached
 from ._evalue import (
     COMMON_CONSTRAINTS,
@@ -20,6 +21,7 @@ from ._evalue import (
     default_laws,
     mechanism_epsilon,
     warn_default_laws,
+    warn_epsilon_cap,
 )
 from ._exact import binary_exact, exact_model
 from ._laws import _DiscreteLaws, _GaussianLaws, make_laws
@@ -32,6 +34,11 @@ from ._schedule import auto_schedule, fixed_schedule, geometric_schedule, paper_
 __all__ = ["PrivateEProcess"]
 
 _SCHEDULES = ("auto", "paper", "doubling")
+#: Largest batch size a stream plans. A batch's pending rows are buffered as they
+#: arrive (memory grows with the rows given, never with the planned size), and its
+#: release is planned from its size (the exact statistics' null laws cost O(size));
+#: a schedule above this is refused before the charge.
+MAX_BATCH = 10**9
 _STATISTICS = ("auto", "exact", "optimal", "tslr")
 
 
@@ -116,6 +123,13 @@ class _Plan:
         size = next(self.sizes())
         if max_samples is not None:
             size = min(size, max_samples)
+        if size > MAX_BATCH:
+            raise ValueError(
+                f"The first batch of schedule={self.schedule!r} has {size} rows, more than "
+                f"{MAX_BATCH} (epsilon={self.epsilon!r} gives a per-row rate of "
+                f"{self.rate:.3g} for these laws). Use a larger epsilon, laws further "
+                "apart, max_samples or a fixed schedule."
+            )
         if self.exact is not None:
             if not self.epsilon >= 2.0**-RATE_BITS:
                 raise ValueError(
@@ -337,17 +351,25 @@ class PrivateEProcess(BaseStreamingTest):
     # ---------------------------------------------------------------- params
     def _check_params(self, params):
         params = check_laws(params)
+        warn_epsilon_cap(type(self).__name__, params["epsilon"])
+        if not (isinstance(params["schedule"], str) and params["schedule"] == "paper") \
+                and params["rho"] != 3.0:
+            warn_leak(
+                f"PrivateEProcess: rho={params['rho']!r} is ignored unless "
+                "schedule='paper' (it is the competitive ratio of the paper's schedule)."
+            )
         schedule = params["schedule"]
         if not isinstance(schedule, str):
             sizes = list(np.asarray(schedule).ravel()) if isinstance(schedule, np.ndarray) \
                 else list(schedule)
             if not sizes or not all(
                 isinstance(v, Integral | np.integer) and not isinstance(v, bool | np.bool_)
-                and v >= 1 for v in sizes
+                and 1 <= v <= MAX_BATCH for v in sizes
             ):
                 raise InvalidParameterError(
                     "schedule must be 'auto', 'paper', 'doubling' or a non-empty sequence of "
-                    "positive integers."
+                    f"positive integers of at most {MAX_BATCH} (batch sizes are planned, and "
+                    "checked, before the stream is charged)."
                 )
         return params
 
@@ -466,7 +488,7 @@ class PrivateEProcess(BaseStreamingTest):
                 self._stash(st, X[start:], size)
                 return released
             if st.filled:  # complete the pending rows in the buffer
-                st.buffer[st.filled:size] = X[start:start + need]
+                self._stash(st, X[start:start + need], size)
                 batch = st.buffer[:size]
             else:  # a whole batch inside X: no copy
                 batch = X[start:start + size]
@@ -481,12 +503,17 @@ class PrivateEProcess(BaseStreamingTest):
     @staticmethod
     def _stash(st, rows, size):
         """Copy rows into the batch buffer (float64: exact for bool, integer and float
-        rows), allocated once per batch size instead of one concatenation per chunk."""
+        rows). The buffer grows geometrically with the rows actually received, up to
+        the batch size: its memory is bounded by the rows given (public n), never by a
+        planned size (a schedule of 10**12 used to allocate terabytes at the first
+        chunk, after the charge)."""
         m = rows.shape[0]
         if not m:
             return
-        if st.buffer is None or st.buffer.shape[0] < size:
-            grown = np.empty((size, st.width))
+        need = st.filled + m
+        if st.buffer is None or st.buffer.shape[0] < need:
+            old = 0 if st.buffer is None else st.buffer.shape[0]
+            grown = np.empty((min(size, max(need, 2 * old, 256)), st.width))
             grown[:st.filled] = st.buffer[:st.filled] if st.filled else 0.0
             st.buffer = grown
         st.buffer[st.filled:st.filled + m] = rows

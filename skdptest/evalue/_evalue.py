@@ -25,6 +25,7 @@ from .._params import (
     validate_parameters,
 )
 from .._recorder import NoisedQuantity, NoisePlan
+from .._warnings import warn_leak
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
@@ -51,6 +52,17 @@ MAX_EPSILON = 512.0
 def mechanism_epsilon(epsilon):
     """The ε the release is computed at: ``min(epsilon, MAX_EPSILON)`` (see there)."""
     return min(float(epsilon), MAX_EPSILON)
+
+
+def warn_epsilon_cap(estimator_name, epsilon):
+    """Tell the user when the release runs at ``MAX_EPSILON`` instead of ``epsilon``
+    (a parameter the fit overrides; public: a function of the parameter only)."""
+    if float(epsilon) > MAX_EPSILON:
+        warn_leak(
+            f"{estimator_name}: epsilon={epsilon!r} is above {MAX_EPSILON:g}; the release "
+            f"is computed at epsilon={MAX_EPSILON:g} (already the non-private limit of the "
+            "e-value) while the budget is charged the epsilon asked for."
+        )
 
 
 def default_laws(n_features):
@@ -83,8 +95,11 @@ def check_laws(params):
         )
     if params["null"] is not None:
         for name in ("null", "alternative"):
+            law = params[name]
             try:
-                check_law(params[name], name)
+                # public (the law alone), memoised: quantiles of a custom law are slow
+                _cached(("check_law", id(law), name), (law,),
+                        lambda law=law, name=name: check_law(law, name))
             except (TypeError, ValueError) as exc:
                 raise InvalidParameterError(str(exc)) from exc
     return params
@@ -294,7 +309,15 @@ class PrivateEValueTest(BasePrivateTest):
     }
 
     def _check_params(self, params):
-        return check_laws(params)
+        params = check_laws(params)
+        warn_epsilon_cap(type(self).__name__, params["epsilon"])
+        if params["statistic"] == "exact" and params["bet"] != "auto":
+            warn_leak(
+                f"PrivateEValueTest: bet={params['bet']!r} is ignored by statistic='exact' "
+                "(it releases the noisy count or lattice sum and its likelihood ratio, "
+                "with no bet)."
+            )
+        return params
 
     def _validate_input(self, X, y, reset):
         # finiteness is checked in the plan, in the same pass as the null's support

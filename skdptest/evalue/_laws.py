@@ -23,6 +23,7 @@ a grid that may miss a crossing).
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 from scipy import special, stats
@@ -63,13 +64,152 @@ def _kind(dist, name):
 
 
 def check_law(dist, name):
-    """Raise ``TypeError`` unless ``dist`` is a supported frozen distribution."""
-    return _kind(dist, name)
+    """Raise ``TypeError`` unless ``dist`` is a supported frozen distribution, and
+    ``ValueError`` (naming ``name`` and the law) when float64 cannot represent its
+    rows faithfully (:func:`check_float_range`). Returns the kind of law."""
+    kind = _kind(dist, name)
+    check_float_range(dist, name, kind)
+    return kind
+
+
+# ---------------------------------------------------------------- float64 limits
+# A continuous law whose scale is not large against float64's spacing at its
+# location has rows that float64 rounds to a grid coarse against that scale: the
+# data then follow the rounded law, not the law given, and every e-value computed
+# for the given law loses its validity (N(2**52, 1) against N(2**52 + 1, 1) rejected
+# a true null 176 times out of 200). Such laws are refused before anything is
+# charged. The scale must be at least 2**SPACING_BITS spacings at the location, so
+# that a row's rounding moves it by at most 2**-(SPACING_BITS + 1) of the scale.
+SPACING_BITS = 30
+# Scales outside this range overflow or underflow the log-densities and likelihood
+# ratios (a normal's variance 1e-600 is 0 in float64).
+SCALE_RANGE = (2.0**-400, 2.0**400)
+# Discrete laws: support points must be integers exactly representable in float64,
+# and an infinite support is enumerated between its 1e-15 quantiles (at most this
+# many points).
+MAX_INTEGER = 2.0**53
+MAX_ENUMERATED = 2**24
+_IQR_NORMAL = 2.0 * 0.6744897501960817  # interquartile range of N(0, 1)
+
+
+def describe_law(dist):
+    """A short public description of a frozen law for messages (its parameters)."""
+    if isinstance(dist, _MVN_FROZEN):
+        mean = np.array2string(np.atleast_1d(dist.mean), threshold=6, precision=6)
+        cov = np.array2string(np.atleast_2d(dist.cov), threshold=6, precision=6)
+        return f"multivariate_normal(mean={mean}, cov={' '.join(cov.split())})"
+    gen = getattr(dist, "dist", None)
+    name = getattr(gen, "name", type(gen).__name__)
+    args = [repr(float(a)) if isinstance(a, Real) else repr(a) for a in dist.args]
+    args += [f"{k}={float(v)!r}" if isinstance(v, Real) else f"{k}={v!r}"
+             for k, v in dist.kwds.items()]
+    return f"{name}({', '.join(args)})"
+
+
+def check_float_range(dist, name, kind=None):
+    """Refuse (``ValueError`` naming ``name`` and the law) a law whose rows float64
+    cannot represent faithfully; a function of the law alone (run before the charge).
+
+    - continuous univariate: the interquartile range (its scale) must lie in
+      ``SCALE_RANGE`` and be at least 2**SPACING_BITS float64 spacings at the
+      quartiles (its location);
+    - multivariate normal: the same for every coordinate's marginal;
+    - discrete: support points must be integers of magnitude below 2**53, and an
+      infinite support must be enumerable (finite 1e-15 quantiles, at most
+      ``MAX_ENUMERATED`` points between them).
+    """
+    kind = kind or _kind(dist, name)
+    law = describe_law(dist)
+    if kind == "discrete":
+        _check_discrete(dist, name, law)
+        return
+    if kind == "mvn":
+        mean = np.atleast_1d(np.asarray(dist.mean, dtype=float))
+        cov = np.atleast_2d(np.asarray(dist.cov, dtype=float))
+        sd = np.sqrt(np.diag(cov))
+        quartiles = [(m - 0.5 * _IQR_NORMAL * s, m, m + 0.5 * _IQR_NORMAL * s)
+                     for m, s in zip(mean.tolist(), sd.tolist(), strict=True)]
+    else:
+        try:
+            with np.errstate(all="ignore"):
+                quartiles = [tuple(float(v) for v in dist.ppf([0.25, 0.5, 0.75]))]
+        except Exception as exc:  # noqa: BLE001 - a law whose quantiles fail is refused
+            raise ValueError(
+                f"{name}={law}: its quartiles could not be computed ({type(exc).__name__});"
+                " the e-value tests need a law with finite quantiles."
+            ) from exc
+    for q25, med, q75 in quartiles:
+        iqr = q75 - q25
+        if not all(math.isfinite(v) for v in (q25, med, q75, iqr)):
+            raise ValueError(
+                f"{name}={law} has non-finite quartiles in float64: its location or scale "
+                "is beyond float64's range. Standardise the data with public constants "
+                "and give the standardised laws."
+            )
+        spacing = float(np.spacing(max(abs(q25), abs(med), abs(q75))))
+        if iqr < 2.0**SPACING_BITS * spacing:
+            raise ValueError(
+                f"{name}={law} has scale (interquartile range) {iqr:.3g}, less than "
+                f"2**{SPACING_BITS} float64 spacings ({spacing:.3g}) at its location "
+                f"{med:.6g}: float64 rounds its rows to a grid that is coarse against its "
+                "scale, so the data would not follow this law and no e-value computed "
+                "for it would be valid. Centre the data on a public constant near the "
+                "location (and rescale them) and give the centred laws."
+            )
+        if not SCALE_RANGE[0] <= iqr <= SCALE_RANGE[1]:
+            raise ValueError(
+                f"{name}={law} has scale (interquartile range) {iqr:.3g}, outside "
+                "[2**-400, 2**400]: its log-densities and likelihood ratios overflow or "
+                "underflow float64. Rescale the data by a public constant and give the "
+                "rescaled laws."
+            )
+
+
+def _check_discrete(dist, name, law):
+    gen = getattr(dist, "dist", None)
+    if isinstance(gen, stats.rv_discrete) and hasattr(gen, "xk"):  # rv_discrete(values=)
+        _, loc, _ = _parse_discrete(dist)
+        points = np.asarray(gen.xk, dtype=float) + loc
+    else:
+        points = np.array([float(v) for v in dist.support()])
+    finite = points[np.isfinite(points)]
+    if not np.all(np.floor(finite) == finite):
+        raise ValueError(
+            f"{name}={law} has support points that are not integers: the discrete laws "
+            "of the e-value tests live on the integers (map the values to integer codes "
+            "with a public rule and give the law of the codes)."
+        )
+    if finite.size and not np.all(np.abs(finite) < MAX_INTEGER):
+        raise ValueError(
+            f"{name}={law} has support points of magnitude 2**53 or more, which float64 "
+            "cannot tell apart from their neighbours. Shift the data by a public "
+            "constant and give the shifted law."
+        )
+    if finite.size == points.size and points.max() - points.min() < _MAX_SUPPORT:
+        return
+    with np.errstate(all="ignore"):
+        a, b = float(dist.ppf(_TAIL)), float(dist.isf(_TAIL))
+    if not (math.isfinite(a) and math.isfinite(b) and abs(a) < MAX_INTEGER
+            and abs(b) < MAX_INTEGER and b - a < MAX_ENUMERATED):
+        raise ValueError(
+            f"{name}={law}: its support is enumerated between its 1e-15 quantiles, and "
+            f"these are not finite or lie more than {MAX_ENUMERATED} points apart (or "
+            "beyond 2**53). Shift or coarsen the data with a public rule and give the "
+            "law of the transformed rows."
+        )
+
+
+def _parse_discrete(dist):
+    try:
+        shapes, loc = dist.dist._parse_args(*dist.args, **dist.kwds)
+        return shapes, float(loc), 1.0
+    except (TypeError, ValueError):  # pragma: no cover - scipy refused it already
+        return (), 0.0, 1.0
 
 
 def make_laws(null, alternative):
     """Return the model of L for the pair (``null``, ``alternative``)."""
-    kinds = (_kind(null, "null"), _kind(alternative, "alternative"))
+    kinds = (check_law(null, "null"), check_law(alternative, "alternative"))
     if kinds == ("discrete", "discrete"):
         return _DiscreteLaws(null, alternative)
     if "discrete" in kinds:
@@ -269,11 +409,15 @@ class _Laws:
         :meth:`tails`: 0 where the tails are exact sums or closed forms."""
         return 0.0
 
-    def _outside(self, n_bad):
+    @staticmethod
+    def _outside():
+        # What kind of problem, never how many rows or which values: the refusal
+        # reveals one bit (the data left the declared domain).
         raise ValueError(
-            f"X has {n_bad} value(s) outside the support of the null distribution "
-            "(where its density or mass is 0); the data domain of the test is the null's "
-            "support."
+            "X has values outside the support of the null distribution (where its "
+            "density or mass is 0, or its log-density is not finite in float64); the "
+            "data domain of the test is the null's support: remove or map such rows "
+            "with a public rule before the test."
         )
 
 
@@ -303,7 +447,7 @@ class _DiscreteLaws(_Laws):
         lp = self.null.logpmf(x)
         bad = ~np.isfinite(lp)
         if bad.any():
-            self._outside(int(bad.sum()))
+            self._outside()
         return self.alternative.logpmf(x) - lp
 
     def tails(self, lo, hi):
@@ -333,13 +477,34 @@ class _GaussianLaws(_Laws):
         self.null, self.alternative = null, alternative
         self.n_features = mu_p.size
         diff = mu_q - mu_p
-        self.w = np.linalg.solve(cov, diff)
-        self.mid = (mu_p + mu_q) / 2.0
-        self.s2 = float(diff @ self.w)
+        try:
+            w = np.linalg.solve(cov, diff)
+        except np.linalg.LinAlgError:
+            w = np.full(diff.shape, np.nan)
+        self.s2 = float(diff @ w) if np.all(np.isfinite(w)) else math.nan
+        if not (math.isfinite(self.s2) and self.s2 >= 0):
+            raise ValueError(
+                f"null={describe_law(null)} and alternative={describe_law(alternative)}: "
+                "the likelihood ratio of these normal laws is not finite in float64 "
+                "(singular covariance, or a shift too large against the scale)."
+            )
         self.s = math.sqrt(self.s2)
+        # L = (x - mu_P - diff/2)·w. The centre is subtracted in two exact-as-possible
+        # steps (x - mu_P is exact near mu_P, diff/2 is exact) instead of subtracting
+        # the rounded midpoint (mu_P + mu_Q)/2, whose rounding error, at a location
+        # large against the scale, shifted L by up to half a spacing times |w|. For
+        # mu_P = 0 both are the same floats. The product runs on w·2^-k (k public) and
+        # is scaled back: exact for ordinary rows (powers of two), and rows near
+        # ±1e308 in several columns overflow to one signed infinity instead of
+        # inf − inf = NaN (a NaN would escape the clip).
+        self.mu_p, self.half = mu_p, diff / 2.0
+        total = float(np.sum(np.abs(w)))
+        self.shift_bits = max(0, math.ceil(math.log2(2.0 * total))) if total > 0 else 0
+        self.w = w
+        self._w_scaled = np.ldexp(w, -self.shift_bits)
 
     def log_ratio(self, X):
-        return (X - self.mid) @ self.w
+        return np.ldexp((X - self.mu_p - self.half) @ self._w_scaled, self.shift_bits)
 
     def _mean(self, under):
         return -self.s2 / 2 if under == "P" else self.s2 / 2
@@ -419,7 +584,7 @@ class _UnivariateLaws(_Laws):
         lp = self.null.logpdf(x)
         bad = ~np.isfinite(lp)
         if bad.any():
-            self._outside(int(bad.sum()))
+            self._outside()
         return self.alternative.logpdf(x) - lp
 
     def _crossings(self, a, b, pred):
@@ -545,7 +710,7 @@ class _MonteCarloLaws(_Laws):
         lp = self._logpdf(self.null, X)
         bad = ~np.isfinite(lp)
         if bad.any():
-            self._outside(int(bad.sum()))
+            self._outside()
         return self._logpdf(self.alternative, X) - lp
 
     def expect(self, h, under, breaks=()):

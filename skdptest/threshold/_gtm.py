@@ -28,6 +28,7 @@ from ._mechanisms import (
     GaussianThresholdQuery,
     NoisyThresholdQuery,
     _statistic,
+    as_outputs,
     check_mechanism,
     check_outputs,
 )
@@ -145,7 +146,7 @@ def _count_targets(mech, X, y, n_evaluations, n_counted, target, phi, rng, name)
     done = 0
     while done < n_evaluations:
         m = int(min(_SAMPLE_CHUNK, n_evaluations - done))
-        out = check_outputs(mech.sample(X, y, m, rng), m, name)
+        out = as_outputs(mech.sample(X, y, m, rng), m, name)
         if phi > 0:
             out = np.where(_noise.bernoulli(rng, phi, m), -out, out)
         used = min(max(n_counted - done, 0), m)
@@ -505,6 +506,12 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
                     RuntimeWarning,
                     stacklevel=5,  # the caller of fit
                 )
+        # Refusals of wrapped estimators run on the data now, before the charge (a draw
+        # refused after it would tell neighbours apart); they release only a refusal.
+        for mech in mechanisms:
+            check = getattr(mech, "check_data", None)
+            if callable(check):
+                check(X, y)
         # Output check before the charge, on a public surrogate of the data's shape
         # (zeros): the private data are not read before the budget is charged. A
         # mechanism that cannot run on the surrogate is checked during the search.

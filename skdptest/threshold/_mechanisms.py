@@ -32,6 +32,7 @@ from .. import _noise
 from .._noise import laplace
 from .._params import InvalidParameterError
 from .._validation import check_real
+from .._warnings import warn_leak
 from ._params import purification_flip_probability
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "Purified",
     "RandomizedResponse",
     "ThresholdMechanism",
+    "as_outputs",
     "check_mechanism",
 ]
 
@@ -126,12 +128,28 @@ def check_outputs(out, size, name="mechanism"):
     return out.astype(np.int8)
 
 
+def as_outputs(out, size, name="mechanism"):
+    """Outputs of a draw after the charge, as int8 ±1: the shape is checked (a function
+    of ``size``, refused as by :func:`check_outputs`), but a value other than +1 counts
+    as −1 instead of raising: the values depend on the data, and an exception (or its
+    message) after the charge would tell neighbours apart. :func:`check_outputs` refuses
+    such values before the charge, on the public surrogate."""
+    out = np.asarray(out)
+    if out.shape != (size,):
+        raise InvalidParameterError(
+            f"{name}.sample returned an array of shape {out.shape}, expected ({size},)."
+        )
+    return np.where(out == 1, 1, -1).astype(np.int8)
+
+
 def _statistic(func, X, y):
-    value = func(X, y)
-    value = float(np.asarray(value, dtype=float).reshape(()))
-    if not math.isfinite(value):
-        raise ValueError(f"statistic returned a non-finite value {value}.")
-    return value
+    """q(X, y) as a float. It runs after the charge, so a non-finite value must not
+    raise (an exception would tell neighbours apart): ±inf keep their sign (the noisy
+    comparison is then certain) and NaN counts as −inf (never reaches the threshold).
+    Either means the statistic broke its declared sensitivity on these data (e.g. a
+    mean overflowing on rows near 1e308): clip the rows in the statistic."""
+    value = float(np.asarray(func(X, y), dtype=float).reshape(()))
+    return -math.inf if math.isnan(value) else value
 
 
 class RandomizedResponse(ThresholdMechanism):
@@ -349,7 +367,7 @@ class Purified(ThresholdMechanism):
         return self.phi + (1.0 - 2.0 * self.phi) * self.mechanism.probability(X, y)
 
     def sample(self, X, y, size, rng):
-        out = check_outputs(self.mechanism.sample(X, y, size, rng), size, "mechanism")
+        out = as_outputs(self.mechanism.sample(X, y, size, rng), size, "mechanism")
         flip = _noise.bernoulli(rng, self.phi, size)
         return np.where(flip, -out, out).astype(np.int8)
 
@@ -412,12 +430,17 @@ class EstimatorMechanism(ThresholdMechanism):
         self.estimator = estimator
         self.positive = positive
         if hasattr(estimator, "get_params"):
-            if estimator.get_params(deep=False).get("budget") is not None:
-                warnings.warn(
+            params = estimator.get_params(deep=False)
+            if params.get("budget") is not None:
+                warn_leak(
                     "EstimatorMechanism: the wrapped estimator's budget is ignored (the "
-                    "search charges its own epsilon once); pass budget=None.",
-                    UserWarning,
-                    stacklevel=2,
+                    "search charges its own epsilon once); pass budget=None."
+                )
+            if params.get("random_state") is not None:
+                warn_leak(
+                    "EstimatorMechanism: the wrapped estimator's random_state is replaced "
+                    "by a fresh seed from the search's generator at every draw; pass "
+                    "random_state=None."
                 )
         self.epsilon = estimator.epsilon
         self.delta = getattr(estimator, "delta", 0.0) or 0.0
@@ -434,13 +457,29 @@ class EstimatorMechanism(ThresholdMechanism):
             est.set_params(budget=None)
         return est, params
 
+    def check_data(self, X, y):
+        """Run the wrapped skdptest estimator's refusals on ``(X, y)`` (before the
+        search's charge): input it would refuse is refused by the search, before
+        anything is charged, not by a draw after it. Nothing is kept."""
+        est, _ = self._clone()
+        prepare = getattr(est, "_prepare", None)
+        if prepare is not None:
+            prepare(X, y, reset=True)
+
     def sample(self, X, y, size, rng):
         out = np.empty(size, dtype=np.int8)
         for i in range(size):
             est, params = self._clone()
-            if "random_state" in params:
-                est.set_params(random_state=int(rng.integers(2**32 - 1)))
-            est.fit(X, y)
+            with warnings.catch_warnings():
+                # The draws run after the search's charge: no warning may escape them
+                # (its text or its count could depend on the data). The parameter
+                # warnings were raised once by check_data, before the charge; the seed
+                # comes from the search's own secret generator, so the clone's
+                # FixedRandomStateWarning does not apply.
+                warnings.simplefilter("ignore")
+                if "random_state" in params:
+                    est.set_params(random_state=int(rng.integers(2**32 - 1)))
+                est.fit(X, y)
             if self.positive is not None:
                 positive = bool(self.positive(est))
             else:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from skdptest import PrivacyBudget, PrivateEProcess, PrivateEValueTest
+from skdptest import PrivacyBudget, PrivacyLeakWarning, PrivateEProcess, PrivateEValueTest
 from skdptest._validation import check_generator
 from skdptest.evalue._evalue import MAX_EPSILON
 from skdptest.evalue._merge import release
@@ -24,7 +24,9 @@ def _x(n=200, seed=0):
 @pytest.mark.parametrize("epsilon", [1e6, 1e308])
 def test_large_epsilon_runs_at_the_cap_and_charges_what_was_asked(epsilon):
     budget = PrivacyBudget(epsilon=1e308)
-    big = PrivateEValueTest(*LAWS, epsilon=epsilon, budget=budget, random_state=3).fit(_x())
+    with pytest.warns(PrivacyLeakWarning, match=r"computed at epsilon=512"):
+        big = PrivateEValueTest(*LAWS, epsilon=epsilon, budget=budget,
+                                random_state=3).fit(_x())
     cap = PrivateEValueTest(*LAWS, epsilon=MAX_EPSILON, random_state=3).fit(_x())
     assert big.result_.log_e_value == cap.result_.log_e_value
     assert big.result_.epsilon == epsilon and len(budget) == 1

@@ -285,16 +285,26 @@ def test_output_check_runs_on_a_public_surrogate_not_on_the_data():
     assert Records.seen[0].shape == X.shape and not Records.seen[0].any()
 
 
-def test_malformed_outputs_during_the_search_raise():
-    class Lies(Eps):
-        calls = 0
+@pytest.mark.parametrize("later", [2, 0, np.nan])
+def test_malformed_outputs_during_the_search_count_as_minus_one(later):
+    # after the charge a value other than ±1 must not raise (an exception would tell
+    # neighbours apart): it counts as −1, so the search equals one whose mechanism
+    # answers −1 there (same seed, same draws)
+    def liar(value):
+        class Lies(Eps):
+            calls = 0
 
-        def sample(self, X, y, size, rng):
-            type(self).calls += 1
-            return np.ones(size) if type(self).calls == 1 else np.full(size, 2)
+            def sample(self, X, y, size, rng):
+                type(self).calls += 1
+                return np.ones(size) if type(self).calls == 1 else np.full(size, value)
 
-    with pytest.raises(ValueError, match=r"mechanisms\[0\]\.sample returned outputs other"):
-        GeneralizedThresholdMechanism([Lies(0.1)], random_state=0).fit(X)
+        return Lies(0.1)
+
+    bad = GeneralizedThresholdMechanism([liar(later) for _ in range(3)],
+                                        random_state=0).fit(X).result_
+    ref = GeneralizedThresholdMechanism([liar(-1) for _ in range(3)],
+                                        random_state=0).fit(X).result_
+    assert bad == ref
 
 
 def test_abstract_mechanism_needs_sample():

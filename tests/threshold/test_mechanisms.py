@@ -16,7 +16,7 @@ from skdptest.threshold import (
     log_poisson_sf,
     purification_flip_probability,
 )
-from skdptest.threshold._mechanisms import _gaussian_delta, check_outputs
+from skdptest.threshold._mechanisms import _gaussian_delta, as_outputs, check_outputs
 
 X = np.zeros((10, 1))
 N = 40000
@@ -90,9 +90,24 @@ def test_check_mechanism_and_outputs():
         RandomizedResponse(lambda X, y: True, 0.0)
     with pytest.raises(ValueError, match="delta must be > 0.0"):
         GaussianThresholdQuery(lambda X, y: 0.0, 0.0, 1.0, 0.0)
-    with pytest.raises(ValueError, match="statistic returned a non-finite value"):
-        NoisyThresholdQuery(lambda X, y: np.nan, 0.0, 1.0).sample(X, None, 2,
-                                                                 np.random.default_rng(0))
+
+
+
+@pytest.mark.parametrize("value, expected", [(np.nan, -1), (-np.inf, -1), (np.inf, 1)])
+def test_non_finite_statistic_gives_certain_outputs_without_raising(value, expected):
+    # draws run after the search's charge: an exception there would tell neighbours
+    # apart; NaN counts as -inf, and probability() agrees with the draws
+    for mech in (NoisyThresholdQuery(lambda X, y: value, 0.0, 1.0),
+                 GaussianThresholdQuery(lambda X, y: value, 0.0, 1.0, 1e-3)):
+        out = mech.sample(X, None, 50, np.random.default_rng(0))
+        assert out.tolist() == [expected] * 50
+        assert mech.probability(X, None) == (expected == 1)
+
+
+def test_outputs_after_the_charge_map_other_values_to_minus_one():
+    assert as_outputs(np.array([1, 0, -1, 2]), 4).tolist() == [1, -1, -1, -1]
+    with pytest.raises(ValueError, match=r"shape \(2,\), expected \(3,\)"):
+        as_outputs(np.ones(2), 3)
 
 
 @pytest.mark.parametrize("k", [1, 30, 400])
