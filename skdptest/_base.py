@@ -155,8 +155,10 @@ def _not_2d_error(ndim, name):
     )
 
 
-def _object_problem(values, name):
-    """Refusal for an object array holding anything but real numbers, or ``None``.
+def _object_problem(values, name, numeric=True):
+    """Refusal for an object array holding anything but real numbers, or ``None``
+    (``numeric=False``, labels: only nested sequences, complex numbers and missing
+    entries are refused).
 
     Reads only the set of element types (a full pass, whatever is found: the time
     spent does not depend on where a bad element is).
@@ -175,6 +177,9 @@ def _object_problem(values, name):
         return _ragged_error(name)
     if has(complex, np.complexfloating):
         return complex_error(name)
+    missing = any(t is type(None) or t.__name__ == "NAType" for t in bad)
+    if not numeric:
+        return missing_values_error(name) if missing else None
     if has(str):
         return non_numeric_error("strings", name)
     if has(bytes, bytearray):
@@ -197,13 +202,17 @@ def _is_pandas(X):
     return type(X).__module__.split(".")[0] == "pandas" and hasattr(X, "dtypes")
 
 
-def _check_columns(X, name, numeric_categories):
+def _check_columns(X, name, numeric_categories, numeric=True):
     """Refuse a pandas (or dask) frame or series with a non-numeric column, by dtype;
     object columns (pandas only) by the types of their elements."""
     dtypes = X.dtypes
     columns = list(dtypes) if hasattr(dtypes, "__iter__") else [dtypes]
     for j, dtype in enumerate(columns):
         kind = _dtype_kind(dtype)
+        if not numeric and kind != "O":
+            if kind == "c":
+                raise complex_error(name)
+            continue
         if kind == "category":
             if not numeric_categories:
                 raise non_numeric_error("categories", name)
@@ -215,14 +224,14 @@ def _check_columns(X, name, numeric_categories):
                 continue
         if kind == "O" and not is_dask(X):
             column = X.iloc[:, j] if getattr(X, "ndim", 1) == 2 else X
-            problem = _object_problem(np.asarray(column, dtype=object), name)
+            problem = _object_problem(np.asarray(column, dtype=object), name, numeric)
             if problem is not None:
                 raise problem
-        elif kind not in ("b", "i", "u", "f"):
+        elif numeric and kind not in ("b", "i", "u", "f"):
             raise non_numeric_error(dtype, name)
 
 
-def check_input(X, name="X", *, numeric_categories=True):
+def check_input(X, name="X", *, numeric_categories=True, numeric=True):
     """Refuse data that cannot be a private test's numbers, before any conversion.
 
     Run on the raw input, before :func:`~sklearn.utils.validation.validate_data` (which
@@ -246,6 +255,10 @@ def check_input(X, name="X", *, numeric_categories=True):
         The argument's name in messages.
     numeric_categories : bool, default=True
         Whether a categorical column whose categories are numbers is accepted.
+    numeric : bool, default=True
+        ``False`` for labels of declared categories (strings, dates, objects allowed):
+        only masked arrays, nested sequences, complex numbers and missing entries of
+        object arrays are refused.
 
     Returns
     -------
@@ -266,7 +279,7 @@ def check_input(X, name="X", *, numeric_categories=True):
     if is_dask(X) or _is_pandas(X):
         array = None
         if hasattr(X, "dtypes"):  # frames and series: column dtypes (metadata for dask)
-            _check_columns(X, name, numeric_categories)
+            _check_columns(X, name, numeric_categories, numeric)
         else:  # a dask array: its dtype (its chunks stay where they are)
             array = X
     elif sp.issparse(X):
@@ -279,12 +292,13 @@ def check_input(X, name="X", *, numeric_categories=True):
         if isinstance(X, (list, tuple)):
             X = array
     if array is not None:
-        if array.dtype.kind == "O" and isinstance(array, np.ndarray):
-            problem = _object_problem(array, name)
+        kind = array.dtype.kind
+        if kind == "O" and isinstance(array, np.ndarray):
+            problem = _object_problem(array, name, numeric)
             if problem is not None:
                 raise problem
-        elif array.dtype.kind not in ("b", "i", "u", "f"):  # dask or sparse objects too
-            raise non_numeric_error(array.dtype, name)
+        elif kind == "c" or (numeric and kind not in ("b", "i", "u", "f")):
+            raise non_numeric_error(array.dtype, name)  # dask or sparse objects too
     return X
 
 
@@ -319,7 +333,8 @@ def _translated(exc, name):
     return None
 
 
-def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, **kwargs):
+def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, numeric=True,
+                   **kwargs):
     """``validate_data`` with the library's refusals: the one data validation path.
 
     Runs :func:`check_input` on ``X`` (and on ``y`` when ``y_numeric=True``; a masked
@@ -337,8 +352,9 @@ def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, 
         The raw input.
     y : array-like or "no_validation", default="no_validation"
         Labels or paired variable, validated with ``X`` when given.
-    numeric_categories : bool, default=True
-        Passed to :func:`check_input`.
+    numeric_categories, numeric : bool, default=True
+        Passed to :func:`check_input` (``numeric=False``: labels of declared
+        categories; ``dtype`` then defaults to ``None`` and no numeric check follows).
     **kwargs : dict
         Passed to ``validate_data`` (``reset``, ``ensure_all_finite``, ...).
 
@@ -347,7 +363,7 @@ def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, 
     X or (X, y)
         As ``validate_data`` returns them; ``X`` is of a numeric dtype.
     """
-    X = check_input(X, "X", numeric_categories=numeric_categories)
+    X = check_input(X, "X", numeric_categories=numeric_categories, numeric=numeric)
     with_y = not (isinstance(y, str) and y == "no_validation")
     if with_y:
         if isinstance(y, np.ma.MaskedArray):
@@ -358,7 +374,8 @@ def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, 
         ndim = getattr(X, "ndim", None)
         if ndim in (0, 1):
             raise _not_2d_error(ndim, "X")
-    kwargs.setdefault("dtype", "numeric")
+    if numeric:
+        kwargs.setdefault("dtype", "numeric")
     try:
         out = validate_data(estimator, X, y, **kwargs) if with_y \
             else validate_data(estimator, X, **kwargs)
@@ -369,7 +386,8 @@ def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, 
         if better is None:
             raise
         raise better from None  # no chained message: it would carry the imputer advice
-    check_numeric(out[0] if with_y else out, "X")
+    if numeric:
+        check_numeric(out[0] if with_y else out, "X")
     return out
 
 

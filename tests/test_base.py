@@ -4,10 +4,12 @@ import copy
 import pickle
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
 from skdptest import InvalidParameterError, PrivacyBudget, PrivateEProcess, PrivateEValueTest
+from skdptest._base import InvalidDataError, check_input, validate_input
 from skdptest._validation import check_generator
 
 
@@ -80,3 +82,48 @@ def test_stream_state_holds_no_generator_outside_the_live_stream():
     state = pickle.loads(pickle.dumps(proc)).__dict__
     assert not any(isinstance(v, np.random.Generator) for v in state.values())
     assert not any(isinstance(v, np.ndarray) and v.size == 5 for v in state.values())
+
+
+# -- the core input validation (check_input / validate_input) -----------------------------
+@pytest.mark.parametrize(("X", "match"), [
+    (np.ma.masked_array([[1.0], [2.0]]), r"^X is a masked array \(numpy.ma\): its mask would"),
+    (np.array([["a"], ["bcdefgh"]]), r"^X must be numeric .*\(strings\)\. Encode"),
+    (np.array([[1 + 0j]]), r"^Complex data not supported: X must hold real numbers"),
+    (np.array([["2020-01-01"]], dtype="datetime64[D]"), r"\(dates \(datetime64\)\)"),
+    (np.array([[None], [1.0]], dtype=object), r"^X contains missing or infinite values"),
+    (np.array([[{}], [1.0]], dtype=object), r"argument must be .* string.* number"),
+    ([[1.0, [2.0]], [1.0, 2.0]], r"rectangular \(n_samples, n_features\) array of numbers"),
+    (None, r"^X must be an array-like of numbers, got None"),
+])
+def test_check_input_refuses_with_the_kind_of_problem_only(X, match):
+    with pytest.raises(InvalidDataError, match=match) as info:
+        check_input(X)
+    assert "bcdefgh" not in str(info.value) and "<U7" not in str(info.value)
+
+
+def test_check_input_for_labels_allows_strings_but_not_masks_or_missing_entries():
+    labels = np.array([["a"], ["b"]])
+    assert check_input(labels, numeric=False) is labels
+    frame = pd.DataFrame({"a": pd.Categorical(["u", "v"]), "b": ["x", "y"]})
+    assert check_input(frame, numeric=False) is frame
+    for bad, match in [(np.ma.masked_array(labels), "masked array"),
+                       (np.array([["a"], [None]], dtype=object), "missing"),
+                       (np.array([[1j]]), "Complex data"),
+                       (pd.Series(["x", None], dtype=object).to_frame(), "missing")]:
+        with pytest.raises(InvalidDataError, match=match):
+            check_input(bad, numeric=False)
+
+
+@pytest.mark.parametrize(("X", "match"), [
+    (np.array([0.5, 0.25]), r"^Expected 2D array, got 1D array instead: X must be of shape"),
+    (np.float64(0.125), r"^Expected 2D array, got scalar array instead"),
+    (np.array([[0.5], [np.inf]]), r"^X contains missing or infinite values \(NaN or infinity\)"),
+    (np.array([[10**400], [1]], dtype=object), r"^X contains values outside the range of float"),
+])
+def test_validate_input_does_not_quote_the_data(X, match):
+    est = PrivateEValueTest()
+    with pytest.raises(InvalidDataError, match=match) as info:
+        validate_input(est, X)
+    assert "0.5" not in str(info.value) and "0.125" not in str(info.value)
+    assert info.value.__cause__ is None  # no chained message of scikit-learn or numpy
+    assert info.value.__context__ is None or info.value.__suppress_context__
