@@ -83,7 +83,7 @@ def two_groups(n, rng):
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", UserWarning)
     curve = simulate_power(dp.DPMannWhitneyTest(n_resamples=199), two_groups,
-                           n_samples=[40, 80, 160, 320], param_grid={"epsilon": [0.3, 1.0]},
+                           param_grid={"epsilon": [0.3, 1.0], "n_samples": [40, 80, 160, 320]},
                            n_repeats=40, random_state=0)
 fig, ax = plt.subplots(figsize=(5, 3.5))
 for eps, sub in curve.groupby("epsilon"):
