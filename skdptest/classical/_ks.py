@@ -92,8 +92,15 @@ def ks_plan_noise(sensitivity, epsilon):
     while (1 << exponent) < s * _target(epsilon):  # guard against log2 rounding
         exponent += 1
     dint = -(-(1 << exponent) // s)
-    return KSNoise(exponent=exponent, integer_sensitivity=dint,
-                   rate=quantise_rate(epsilon / dint))
+    try:
+        rate = quantise_rate(epsilon / dint)
+    except ValueError as exc:
+        raise _TinyEpsilon(str(exc)) from exc
+    return KSNoise(exponent=exponent, integer_sensitivity=dint, rate=rate)
+
+
+class _TinyEpsilon(ValueError):
+    """ε so small that the rate falls below the exact sampler's grid."""
 
 
 def _floor_scaled(lattice, exponent, denominator):
@@ -222,28 +229,37 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
     Notes
     -----
     Privacy: pure ε-DP with respect to replacing the value of one row. Two-sample: the
-    labels and so the group sizes m, n are public (a neighbour changes one row's value,
-    not its group). Goodness of fit: n is public.
+    labels and so the group sizes are public (a neighbour changes one row's value, not
+    its group). Goodness of fit: n is public.
 
-    Sensitivity. Two-sample: replacing a value of group 1 moves
-    :math:`\hat F_1(t)` by at most 1/m at every t and leaves :math:`\hat F_2`
-    unchanged, so D moves by at most max(1/m, 1/n) (attained; checked by exhaustive
-    search in the tests). The same holds for the tie-broken order, a total order on the
-    pairs (value, key). The integer I = m n D = max_k |n A_k − m B_k| (A_k, B_k the
-    counts of each group among the first k of the order) has sensitivity max(m, n).
-    Goodness of fit: with :math:`q_i = \lfloor 2^k F_0(x_i) \rfloor / 2^k`,
+    Sensitivity. Two-sample: replacing a value of group i moves
+    :math:`\hat F_i(t)` by at most 1/n_i at every t and leaves the other groups'
+    unchanged, so D (for k groups, the largest pairwise distance) moves by at most
+    1 / (smallest group size) = max(1/m, 1/n) for two groups (attained; checked by
+    exhaustive search in the tests). The same holds for the tie-broken order, a total
+    order on the pairs (value, key). Exactly, D = max_k |n A_k − m B_k| / (m n) (A_k, B_k
+    the counts of each group among the first k of the order), an integer over m n.
+    Goodness of fit: with :math:`q_i = \lfloor 2^b F_0(x_i) \rfloor / 2^b`,
     :math:`D = \sup_t |\hat F_q(t) - t|` moves by at most 1/n when one :math:`q_i`
-    changes, whatever the computed :math:`F_0` (any map of a row into [0, 1]), so
-    I = n 2^k D is an integer of sensitivity :math:`2^k`. In both cases the release is
-    R = floor(I / d) + K with d a power of two (integer sensitivity ceil(M / d), about
-    700 at ε = 1) and K exact discrete Laplace noise of rate at most ε / ceil(M / d)
-    (:func:`skdptest._noise.discrete_laplace`): integers only, so no floating-point
-    effect reveals anything.
+    changes, whatever the computed :math:`F_0` (any map of a row into [0, 1]), and
+    n 2^b D is an integer. Release: S = floor(2^e D), computed exactly in integer
+    arithmetic from those integers, with 2^e >= s · T (s the smallest group size or n,
+    T about sqrt(ε 2^19), capped at 2^12): if D moves by at most 1/s, S moves by at most
+    ceil(2^e / s) (between 724 and 1448 at ε = 1). R = S + K, K exact discrete Laplace
+    noise of rate at most ε / ceil(2^e / s) (:func:`skdptest._noise.discrete_laplace`):
+    integers only, so no floating-point effect reveals anything. The lattice of F_0 is
+    four times finer than the release grid (b = e + 2, within int64).
 
-    Released fields, jointly: one private integer R. ``statistic`` (= R d / (m n), or
-    R d / (n 2^k), the noisy D), ``pvalue`` and ``reject`` are functions of R and of
-    Monte Carlo draws independent of the data. ``sensitivity``, ``classes_``,
-    ``n_samples``, ``alpha``, ``epsilon`` and ``method`` are public.
+    Released fields, jointly: one private integer R. ``statistic`` (= R 2^-e, the noisy
+    D), ``pvalue`` and ``reject`` are functions of R and of Monte Carlo draws independent
+    of the data. ``sensitivity`` (1/s), ``classes_``, ``n_samples``, ``alpha``,
+    ``epsilon`` and ``method`` are public.
+
+    Several columns (two-sample only): D is the largest per-column distance (each column
+    ordered by (value, key), the keys shared); its sensitivity is unchanged, but its null
+    law depends on the columns' dependence, so the p-value is the DP permutation p-value
+    of Kim and Schrab (``skdptest._permutation``: B relabellings of the rows, noise of
+    twice the scale, only the p-value released; ``statistic`` is then NaN).
 
     Validity (Monte Carlo-exact at every n). Two-sample: each row gets an independent
     uniform tie-breaking key (a random permutation of 1..N), and the rows are ordered by
@@ -253,14 +269,15 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
     keys, tied values would be ordered by row position and the null law would depend on
     the data's ties). The B simulated statistics are computed on uniformly random
     arrangements. Goodness of fit: under H0, :math:`F_0(x_i)` is uniform on [0, 1) (F_0
-    continuous), so the codes :math:`2^k q_i` are uniform on {0, ..., 2^k − 1}; the
+    continuous), so the codes :math:`2^b q_i` are uniform on {0, ..., 2^b − 1}; the
     simulated statistics use such codes. (The computed :math:`F_0` differs from the exact
     one by about 1e-16, which moves a code only when :math:`F_0(x)` is that close to a
     lattice point.) Data with tied values have probability 0 under a continuous null:
     they are not refused (a refusal would reveal that ties exist) and only add evidence
     against H0. Each simulated integer gets its own noise draw of the same law, so under
     H0 the B + 1 noisy integers are exchangeable and
-    p = (1 + #{b : R_b + K_b >= R}) / (B + 1) satisfies P(p <= α) <= α.
+    p = (1 + #{j : R_j + K_j >= R}) / (B + 1) satisfies P(p <= α) <= α (ties counted
+    against H0).
 
     Running time: sorting the values (O(n log n)) may depend on their order and ties;
     the rest is fixed by n, m, B and ε.
@@ -269,7 +286,8 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
     ----------
     .. [1] J. Awan and Y. Wang, "Simulation-based, finite-sample inference for
        privatized data", JASA 2024 (two-sample KS with public group sizes).
-    .. [2] A. N. Kolmogorov (1933); N. Smirnov (1948).
+    .. [2] I. Kim and A. Schrab, "Differentially Private Permutation Tests:
+       Applications to Kernel Methods", arXiv:2310.19043, 2023.
 
     Examples
     --------
@@ -335,6 +353,14 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
         return X.astype(np.float64, copy=False), y
 
     def _plan(self, params, X, y):
+        try:  # the noise is planned from public sizes before the charge
+            return self._public_plan(params, X, y)
+        except _TinyEpsilon as exc:
+            raise InvalidParameterError(
+                f"epsilon={params['epsilon']!r} is too small for the exact sampler: {exc}"
+            ) from exc
+
+    def _public_plan(self, params, X, y):
         epsilon, n = params["epsilon"], int(X.shape[0])
         if params["null"] is not None:
             noise = ks_plan_noise(n, epsilon)
