@@ -215,12 +215,23 @@ class BetPlan:
     rate: float
 
 
-def bet_plan(lo, hi, fraction, epsilon, alternative):
-    """The release plan for a bet of ``fraction`` times the largest admissible one."""
+def bet_plan(lo, hi, fraction, epsilon, alternative, row_span=None):
+    """The release plan for a bet of ``fraction`` times the largest admissible one.
+
+    ``row_span``: how far one replaced row can move one centred value (default the whole
+    range hi − lo; two groups: b − a, half the range of a difference, since a row
+    changes only its own side of D). The log-factor is concave, so its largest change
+    over a window of that length is at the steep end: [lo, lo + span] for the bet on
+    "greater", [hi − span, hi] for the bet on "less" (+2 fine units for the floors).
+    """
     lam = fraction / max(hi, -lo)
     plus = (int(_fine_units(lo, lam)), int(_fine_units(hi, lam)))
     minus = (int(_fine_units(hi, -lam)), int(_fine_units(lo, -lam)))
-    spans = {"greater": plus[1] - plus[0], "less": minus[1] - minus[0]}
+    if row_span is None or row_span >= hi - lo:
+        spans = {"greater": plus[1] - plus[0], "less": minus[1] - minus[0]}
+    else:
+        spans = {"greater": int(_fine_units(lo + row_span, lam)) - plus[0] + 2,
+                 "less": int(_fine_units(hi - row_span, -lam)) - minus[0] + 2}
     # two-sided: the log-sum-exp moves by at most the larger span; its floored correction
     # by less than one more unit (+2 kept as margin)
     spans["two-sided"] = max(spans["greater"], spans["less"]) + 2
@@ -288,7 +299,7 @@ def _normal_quantiles():
 
 
 @functools.lru_cache(maxsize=256)
-def plan_fraction(lo, hi, n, epsilon, alpha, alternative, effect, spread):
+def plan_fraction(lo, hi, n, epsilon, alpha, alternative, effect, spread, row_span=None):
     """The bet fraction of BET_GRID with the largest predicted power (public inputs only).
 
     Predicted power: rows Y = clip(±effect + spread·z, lo, hi), z standard normal (the
@@ -307,9 +318,11 @@ def plan_fraction(lo, hi, n, epsilon, alpha, alternative, effect, spread):
         mean, sd = n * g.mean(), math.sqrt(n * g.var())
         if alternative == "two-sided":
             mean -= math.log(2.0)
-        span = abs(math.log1p(lam * hi) - math.log1p(lam * lo))
-        if alternative == "two-sided":
-            span = max(span, abs(math.log1p(-lam * hi) - math.log1p(-lam * lo)))
+        width = hi - lo if row_span is None else min(row_span, hi - lo)
+        span = abs(math.log1p(lam * (lo + width)) - math.log1p(lam * lo)) if sign > 0 else \
+            abs(math.log1p(lam * hi) - math.log1p(lam * (hi - width)))
+        if alternative == "two-sided":  # the mirror bet, at its own steep end
+            span = max(span, abs(math.log1p(-lam * hi) - math.log1p(-lam * (hi - width))))
         grid = 2.0 ** -max(0, math.ceil(math.log2(32.0 / span)))
         steps = math.ceil(span / grid)
         rate = min(epsilon / steps, _MAX_RATE)
@@ -400,7 +413,12 @@ class DPBoundedMeanTest(BasePrivateTest):
     changes by at most ``result_.sensitivity / result_.grid`` steps (the range of one
     term; two-sided: the larger range plus 2 units for the floored log-sum-exp
     correction); discrete Laplace noise of rate <= ε / that sensitivity makes the
-    release ε-DP. Every field of the result is the release, a function of it, or public.
+    release ε-DP. Two groups: a replaced row moves only its own side of
+    D = x − (block mean), by at most b − a, so the range is that of the log-factor over
+    the steepest window of length b − a, [a − b, 0] for the bet on "greater" and
+    [0, b − a] for the bet on "less" (0.60 instead of 0.97 nats at λ = 0.45/6), plus 2
+    fine units for the floors. Pairs: a replaced row is a pair, whole range. Every
+    field of the result is the release, a function of it, or public.
 
     **Hypothesis and validity.** One sample: rows independent (identically distributed
     or not) with values in [a, b] and the average of their means = μ0 (two-sided),
@@ -534,17 +552,19 @@ class DPBoundedMeanTest(BasePrivateTest):
                     "DPBoundedMeanTest with null_mean=None needs exactly 2 groups in y; "
                     f"got {classes.size}.")
             sizes = np.bincount(codes.ravel(), minlength=2)
-            lo, hi, mu0 = a - b, b - a, 0.0
+            # one row moves only its own side of D = x − (block mean): by at most b − a
+            lo, hi, mu0, row_span = a - b, b - a, 0.0, b - a
             n_terms = int(sizes.min())
             ratio = float(sizes.max()) / float(sizes.min())
         elif y is None:
             mu0 = params["null_mean"]
-            lo, hi, n_terms, ratio = a - mu0, b - mu0, X.shape[0], None
+            lo, hi, n_terms, ratio, row_span = a - mu0, b - mu0, X.shape[0], None, None
             if not a < mu0 < b:
                 raise ValueError(f"null_mean must lie strictly inside bounds=({a:g}, {b:g}).")
         else:
             mu0 = params["null_mean"]
-            lo, hi, n_terms, ratio = a - b - mu0, b - a - mu0, X.shape[0], 1.0
+            # a row is a pair: both values may change, so x − y spans its whole range
+            lo, hi, n_terms, ratio, row_span = a - b - mu0, b - a - mu0, X.shape[0], 1.0, None
             if not lo < 0 < hi:
                 raise ValueError(
                     f"null_mean must lie strictly inside ({a - b:g}, {b - a:g}) for pairs "
@@ -557,8 +577,9 @@ class DPBoundedMeanTest(BasePrivateTest):
                 spread = spread * math.sqrt(1.0 + 1.0 / math.floor(ratio))
             fraction = plan_fraction(float(lo), float(hi), int(n_terms),
                                      params["epsilon"], params["alpha"],
-                                     params["alternative"], float(effect), float(spread))
-        bet = bet_plan(lo, hi, fraction, params["epsilon"], params["alternative"])
+                                     params["alternative"], float(effect), float(spread),
+                                     row_span)
+        bet = bet_plan(lo, hi, fraction, params["epsilon"], params["alternative"], row_span)
         return _MeanPlan(bet=bet, fraction=float(fraction), mu0=float(mu0),
                          classes=classes, codes=None if classes is None else codes.ravel(),
                          sizes=None if sizes is None else tuple(int(s) for s in sizes))
