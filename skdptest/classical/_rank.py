@@ -9,9 +9,11 @@ rows are then ordered by value, with ties ordered by a uniformly random
 permutation drawn independently of the data, the rank vector is a uniformly random
 permutation of 1..N whatever the law of the values, ties included. The null law of
 any function of the ranks and the (public) group labels is therefore that of random
-ranks: it can be simulated without the data. Midranks, or ties ordered by row
-order, make the null depend on the tie pattern (private), and the simulated null is
-then wrong.
+ranks: it can be simulated without the data. With midranks the statistic's law
+depends on the tie pattern (private): the untied null is then conservative on tied
+data (power lost). Ties ordered by row order make it depend on how the rows are laid
+out: anti-conservative when the order follows the groups (the mutant the validity
+grids catch).
 
 Why the statistics are integers. Every statistic here is an integer (or twice a
 half-integer), so the release integer + exact discrete Laplace noise is float-safe
@@ -44,9 +46,10 @@ from .._recorder import NoisedQuantity, NoisePlan, observe
 
 __all__ = [
     "ALTERNATIVE",
-    "GroupRankTest",
     "MAX_NULL_ELEMENTS",
     "MAX_ROWS",
+    "check_null_work",
+    "GroupRankTest",
     "kruskal_sensitivity",
     "kruskal_twice_statistic",
     "mann_whitney_sensitivity",
@@ -54,16 +57,15 @@ __all__ = [
     "monte_carlo_pvalue",
     "noise_rate",
     "noisy",
-    "rank_constraints",
-    "RankPlan",
-    "RankTest",
-    "rank_plan",
-    "release_integer",
-    "check_null_work",
     "null_rank_sums",
     "null_signed_rank",
     "random_signs_and_magnitudes",
+    "rank_constraints",
+    "rank_plan",
+    "RankPlan",
     "ranks_given_shuffle",
+    "RankTest",
+    "release_integer",
     "signed_rank_sensitivity",
     "signed_rank_statistic",
     "tie_broken_ranks",

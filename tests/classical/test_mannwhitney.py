@@ -98,7 +98,7 @@ def test_validity_grid():
 def test_validity_grid_catches_row_order_tie_breaking():
     cells = group_cells(GRID_SIZES, GRID_EPS, GRID_LAWS, ALTERNATIVES)
     failing, pooled, pooled_fail = grid_failures(
-        group_type_one("mw", cells, reps=400, seed=2026, rank=stable_ranks), 400)
+        group_type_one("mw", cells, 200, seed=2026, rank=stable_ranks), 200)
     assert len(failing) >= 5 and pooled_fail
 
 

@@ -83,5 +83,5 @@ def test_validity_grid():
 def test_validity_grid_catches_zeros_counted_positive():
     cells = wilcoxon_cells(GRID_NS, GRID_EPS, GRID_LAWS)
     failing, pooled, pooled_fail = grid_failures(
-        wilcoxon_type_one(cells, 400, 2028, signs=zeros_positive), 400)
+        wilcoxon_type_one(cells, 200, 2028, signs=zeros_positive), 200)
     assert len(failing) >= 5 and pooled_fail
