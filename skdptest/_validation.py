@@ -1,7 +1,9 @@
 """Parameter checks shared by all estimators.
 
 Every check names the parameter in its message and raises ``TypeError`` for a
-wrong type and ``ValueError`` for a wrong value, before any budget is charged.
+wrong type and ``ValueError`` for a wrong value (``check_real`` and ``check_int``:
+:class:`~skdptest.InvalidParameterError`, which is both), before any budget is
+charged.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from ._budget import PrivacyBudget
+from ._params import InvalidParameterError, _shown
 
 __all__ = [
     "check_budget",
@@ -30,30 +33,30 @@ def check_real(value, name, *, low=None, high=None, low_open=False, high_open=Fa
     ``low``/``high`` are inclusive unless ``low_open``/``high_open``.
     """
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}.")
+        raise InvalidParameterError(f"{name} must be a real number, got {type(value).__name__}.")
     try:
         value = float(value)
     except OverflowError:  # an int or Fraction above float64's range
-        raise ValueError(f"{name} must be finite, got a number outside the range of "
+        raise InvalidParameterError(f"{name} must be finite, got a number outside the range of "
                          "float64.") from None
     if math.isnan(value) or (not allow_inf and math.isinf(value)):
-        raise ValueError(f"{name} must be finite, got {value}.")
+        raise InvalidParameterError(f"{name} must be finite, got {value}.")
     if low is not None and (value < low or (low_open and value == low)):
         op = ">" if low_open else ">="
-        raise ValueError(f"{name} must be {op} {low}, got {value}.")
+        raise InvalidParameterError(f"{name} must be {op} {low}, got {value}.")
     if high is not None and (value > high or (high_open and value == high)):
         op = "<" if high_open else "<="
-        raise ValueError(f"{name} must be {op} {high}, got {value}.")
+        raise InvalidParameterError(f"{name} must be {op} {high}, got {value}.")
     return value
 
 
 def check_int(value, name, *, low=None):
     """Return ``value`` as an int after checking its type and lower bound."""
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}.")
+        raise InvalidParameterError(f"{name} must be an integer, got {type(value).__name__}.")
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}.")
+        raise InvalidParameterError(f"{name} must be >= {low}, got {_shown(value)}.")
     return value
 
 
