@@ -49,6 +49,7 @@ from .._dask import (
     with_known_chunks,
 )
 from .._params import InvalidParameterError
+from .._warnings import quiet_numerics
 from ._features import (
     BLOCK_ROWS,
     MAX_KEY_BYTES,
@@ -241,9 +242,17 @@ def dask_labels(X, y):
     return DaskLabels(y=y, classes=classes, sizes=sizes)
 
 
+def _worker_features(X, omega, kind):
+    # On a worker after the charge: a distributed worker does not run in the client's
+    # context, so numpy's quiet error state is entered here (cos(inf) or an overflowed
+    # angle must not log a warning in the worker's output).
+    with quiet_numerics():
+        return make_features(X, omega, kind)
+
+
 def _features(X, omega, kind="fourier"):
     n_dims = feature_shape(omega.shape[1], kind)[0]
-    return X.map_blocks(make_features, omega, kind, dtype=np.float32,
+    return X.map_blocks(_worker_features, omega, kind, dtype=np.float32,
                         chunks=(X.chunks[0], (n_dims,)))
 
 

@@ -464,11 +464,11 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
     """Estimated peak memory, in bytes, of a feature dpMMD release (X not counted).
 
     The float32 features (``8 N D``), one block of the feature map (angles and
-    float64/int64 temporaries, ``~40 block D``), one chunk of masks (two groups: bool,
-    1 byte per entry, plus at most ``MAX_KEY_BYTES`` of keys; more groups: int8
-    labels and bool masks, 3 bytes), the block products, and the B + 1 statistics
-    with their noise. ``kind="squared"``: ``M = D (2 D + 1)`` float32 coordinates per
-    row and the squared map's float64 block temporaries.
+    float64/int64 temporaries, at most ``128 block D``; 66 measured), one chunk of
+    masks (two groups: bool, 1 byte per entry, plus at most ``MAX_KEY_BYTES`` of
+    keys; more groups: int8 labels and bool masks, 3 bytes), the block products, and
+    the B + 1 statistics with their noise. ``kind="squared"``: ``M = D (2 D + 1)``
+    float32 coordinates per row and the squared map's float64 block temporaries.
     """
     if max_mask_bytes is None:
         max_mask_bytes = MAX_MASK_BYTES
@@ -478,7 +478,7 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
     per_entry = n * n_masks * per
     masks = per_entry + min(MAX_KEY_BYTES, 2 * per_entry) if n_groups == 2 else 3 * per_entry
     chunk = masks + 8 * min(n, block_rows) * (n_masks * per + 2 * n_dims)
-    feature_block = 40 * min(n, block_rows) * n_components + _squared_block_bytes(
+    feature_block = 128 * min(n, block_rows) * n_components + _squared_block_bytes(
         n, n_components, kind, block_rows)
     return 4 * n * n_dims + max(chunk, feature_block) + 64 * (n_permutations + 1)
 
@@ -551,7 +551,7 @@ def feature_hsic_memory_bytes(n, n_components_x, n_components_y, n_permutations,
     """Estimated peak memory, in bytes, of a feature dpHSIC release (X, y not counted).
 
     float32 features and their float64 copies (``24 n D`` per side), one block of
-    the feature map (``40 block D``), one gathered copy of the y features, one chunk
+    the feature map (``128 block D``), one gathered copy of the y features, one chunk
     of permutations (int64), the cross-covariance, the B + 1 statistics and noise.
     """
     if max_perm_bytes is None:
@@ -561,6 +561,6 @@ def feature_hsic_memory_bytes(n, n_components_x, n_components_y, n_permutations,
     my = feature_shape(n_components_y, kind)[0]
     big = max(n_components_x, n_components_y)
     return (12 * n * (mx + my) + 8 * n * my
-            + 40 * min(n, BLOCK_ROWS) * big + _squared_block_bytes(n, big, kind)
+            + 128 * min(n, BLOCK_ROWS) * big + _squared_block_bytes(n, big, kind)
             + 8 * mx * my + per_chunk
             + 64 * (n_permutations + 1))

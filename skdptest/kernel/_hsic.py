@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils.validation import validate_data
+from joblib import effective_n_jobs
 
-from .._base import BasePrivateTest
+from .._base import BasePrivateTest, check_numeric, validate_input
 from .._budget import PrivacyBudget
 from .._params import (
     Boolean,
@@ -53,15 +53,18 @@ from ._features import (
     spectral_gamma,
 )
 from ._kernels import (
+    EVAL_BYTES_NAMED,
     KERNEL_CONSTRAINT,
     KERNEL_PARAMS_CONSTRAINT,
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
+    kernel_eval_bytes,
+    median_memory_bytes,
     private_median_gamma,
     resolve_kernel,
     uses_private_median,
 )
-from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory
+from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory, fitting_routes, warn_ignored
 from ._results import make_permutation_result, noise_plan, plan_noise
 
 __all__ = [
@@ -83,6 +86,8 @@ _THREADS_MIN_WORK = 5e7
 # (below it, loading the cached kernel, or compiling it once, costs more than
 # it saves).
 _NUMBA_MIN_WORK = 1e9
+# Diagonals gathered at once for their spectra (the aggregate's cyclic path).
+_SPECTRA_BLOCK = 256
 # Safety factor of the certified float32 error bound (see _blocked_error_bound);
 # tests inflate it to force refinements.
 _F32_BOUND_SAFETY = 2.0
@@ -191,7 +196,7 @@ def hsic_abs_error(n_samples, kappa_x, kappa_y, diameter_x, diameter_y, *, cycli
 
 
 def hsic_memory_bytes(n_samples, n_permutations, *, cyclic=False, block=256,
-                      block_rows=None):
+                      block_rows=None, eval_bytes=EVAL_BYTES_NAMED):
     """Estimated peak memory, in bytes, of the dpHSIC statistics.
 
     A public function of n and B. Permutation path (blocked, see ``_hsic_statistics``):
@@ -200,17 +205,55 @@ def hsic_memory_bytes(n_samples, n_permutations, *, cyclic=False, block=256,
     ``4 n (B + 1)``), the temporaries of one block of ``block_rows`` rows of K~ (kernel
     evaluation, centring, weights, products, gathers, numpy threads: ``160 block_rows n``),
     the exact summation's chunk (64 MiB) and the B + 1 statistics and noise. Cyclic path:
-    the centred ``Kc`` and ``L`` (float64) plus one kernel-evaluation temporary of the
-    same size (``24 n^2``) and the gathered diagonals and their spectra (``block``
-    diagonals at a time).
+    the centred ``Kc`` (float64) and either the centring's second matrix or the
+    evaluation of ``L`` (``eval_bytes`` per entry, :func:`~._kernels.kernel_eval_bytes`):
+    ``8 n^2 + max(16, eval_bytes) n^2``, then the gathered diagonals of ``block``
+    diagonals at a time, their index arrays and spectra (``64 block n``).
     """
     n = int(n_samples)
     if cyclic:
-        return 24 * n * n + block * n * 48 + 64 * n
+        return 8 * n * n + max(16, int(eval_bytes)) * n * n + block * n * 64 + 64 * n
     rows = _BLOCK_ROWS if block_rows is None else block_rows
     rows = max(1, -(-int(rows) // _ROW_TILE)) * _ROW_TILE
     return (max(4 * n * n, _REFINE_MIN_BYTES) + 4 * n * (n_permutations + 1)
             + 160 * min(rows, n) * n + 64 * 2**20 + 64 * (n_permutations + 1))
+
+
+def hsic_aggregate_memory_bytes(n_samples, n_permutations, n_x, n_y, *, cyclic,
+                                workers=1, eval_bytes=EVAL_BYTES_NAMED):
+    """Planned peak memory, in bytes, of :func:`hsic_aggregate_statistics`: an upper
+    bound from public sizes (measured against it in ``tests/kernel/test_memory.py``).
+
+    ``n_x`` and ``n_y`` bandwidths per side, ``workers`` x bandwidths computed at once
+    (``n_jobs``), ``eval_bytes`` the peak bytes per entry of one kernel evaluation
+    (:func:`~._kernels.kernel_eval_bytes`). With ``M = 8 n^2`` (one n x n float64
+    matrix), ``S = 16 n (n // 2 + 1)`` (the complex spectra of one matrix's diagonals)
+    and ``T = 64 n b`` (the gathered diagonals of one block of ``b`` diagonals, their
+    index arrays and transforms):
+
+    - cyclic: the y spectra (``n_y S``), then per worker the larger of a kernel
+      evaluation and an x Gram matrix with its spectra (``M + S + T``);
+    - permutations: the permutations (int32, ``4 n (B + 1)``), the y Gram matrices
+      (``n_y M``), per worker the larger of a kernel evaluation and an x Gram matrix
+      (``M``) plus the permutation threads' gathers (8 threads, or one below
+      ``_THREADS_MIN_WORK``, of ``16 max(2^16, n) + 8 n`` bytes);
+
+    plus the statistics (``8 (B + 1)`` per pair and worker) and 1 MiB of small arrays.
+    The y side is computed first, one matrix at a time, within the same bound.
+    """
+    n, B = int(n_samples), int(n_permutations)
+    M, evaluation = 8 * n * n, int(eval_bytes) * n * n
+    if cyclic:
+        B = n - 1
+        S = 16 * n * (n // 2 + 1)
+        per_worker = max(evaluation, M + S + 64 * n * _SPECTRA_BLOCK)
+        held = n_y * S
+    else:
+        threads = 8 if float(n) * n * (B + 1) >= _THREADS_MIN_WORK else 1
+        per_worker = max(evaluation, M) + threads * (16 * max(_GATHER_ELEMENTS, n) + 8 * n)
+        held = n_y * M + 4 * n * (B + 1)
+    small = 8 * (B + 1) * (n_y + 2) * (workers + 1) + 2**20
+    return held + workers * per_worker + small
 
 
 def _double_centre(K):
@@ -723,20 +766,40 @@ def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256, squared=Fal
     return _stat(traces, n, squared)
 
 
-def _centred_gram(kernel, data):
+def _centred_gram(kernel, data, centre=True):
     """``(HKH, tr(K) - 1^T K 1 / n)`` of one marginal's Gram matrix (BLAS on one
-    thread, as in :func:`_gram_tile`)."""
+    thread, as in :func:`_gram_tile`); ``centre=False``: ``(None, trace)``.
+
+    ``HKH`` is formed in place (the operations of :func:`_double_centre`, the same
+    values): one n x n matrix held, not two.
+    """
     with limit_blas():
         K = kernel(data)
     trace = float(np.trace(K)) - float(K.sum()) / len(data)
-    return _double_centre(K), trace
+    if not centre:
+        return None, trace
+    row = K.mean(axis=0)
+    K -= row
+    K -= row[:, None]
+    K += row.mean()
+    return K, trace
 
 
-def _diagonal_spectra(M):
-    """``rfft`` of every cyclic diagonal ``d -> (M[i, i + d])_i`` of ``M`` (n x n)."""
+def _diagonal_spectra(M, block=_SPECTRA_BLOCK):
+    """``rfft`` of every cyclic diagonal ``d -> (M[i, i + d])_i`` of ``M`` (n x n).
+
+    ``block`` diagonals at a time (each transform is of one row: the same values as
+    one call on all of them), so that the gathered diagonals and their index arrays
+    take ``O(block n)`` memory besides the ``(n, n // 2 + 1)`` complex result.
+    """
     n = M.shape[0]
     rows = np.arange(n)
-    return np.fft.rfft(M[rows[None, :], (rows[None, :] + rows[:, None]) % n], axis=1)
+    out = np.empty((n, n // 2 + 1), dtype=np.complex128)
+    for d0 in range(0, n, block):
+        d1 = min(d0 + block, n)
+        out[d0:d1] = np.fft.rfft(M[rows[None, :], (rows[None, :] + rows[d0:d1, None]) % n],
+                                 axis=1)
+    return out
 
 
 def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x,
@@ -767,8 +830,9 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
         X, Y = X[order], Y[order]
     else:
         perms = draw_permutations(n, n_permutations, rng)
-    ys = [_centred_gram(k, Y) for k in kys]
-    traces_y = [t for _, t in ys]
+    # one y Gram matrix at a time: its trace term, then what the pairs read (the
+    # matrix, or its diagonal spectra); see aggregate_memory_bytes
+    traces_y = [_centred_gram(k, Y, centre=False)[1] for k in kys]
     if cyclic:
         ys = [_diagonal_spectra(k(Y)) for k in kys]
     else:
@@ -777,7 +841,9 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
     def one(i):
         Kc, tx = _centred_gram(kxs[i], X)
         if cyclic:
-            fa = np.conj(_diagonal_spectra(Kc))
+            fa = _diagonal_spectra(Kc)
+            del Kc  # only its spectra are read from here
+            np.conjugate(fa, out=fa)
         out = []
         for L, ty in zip(ys, traces_y, strict=True):
             if cyclic:
@@ -1082,9 +1148,11 @@ class DPHSICTest(BasePrivateTest):
             return validate_dask_input(self, X, y, reset, labels=False)
         if is_dask(y):  # X in memory: y (n values) is brought to it
             y = y.compute()
-        X, y = validate_data(self, X, y, reset=reset, dtype="numeric", multi_output=True,
-                             y_numeric=True)
-        y = np.asarray(y, dtype=np.float64)
+        # the core's one validation path (the library's refusals of dates, masked arrays,
+        # missing values...) on both variables; y may be 2-D
+        X, y = validate_input(self, X, y, reset=reset, multi_output=True, y_numeric=True)
+        check_numeric(X, "X")
+        y = np.asarray(check_numeric(np.asarray(y), "y"), dtype=np.float64)
         if y.ndim == 1:
             y = y.reshape(-1, 1)
         return X.astype(np.float64, copy=False), y
@@ -1098,7 +1166,15 @@ class DPHSICTest(BasePrivateTest):
                         (("kernel_params", params["kernel_params"]),
                          ("y_kernel_params", params["y_kernel_params"])))
         if params["method"] == "features":
+            warn_ignored(self, params, [
+                (name, "method='features' uses the feature kernel, bounded by 1 (leave "
+                 f"{name}=None).") for name in ("kernel_bound", "y_kernel_bound")] + [
+                ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
+                 "n_jobs=None).")])
             return self._features_plan(params, X, y)
+        warn_ignored(self, params, [
+            (name, "it applies to method='features' only (leave it at its default or set "
+             "method='features').") for name in ("n_components", "feature_map")])
         kx = resolve_kernel(params["kernel"], params["kernel_params"], params["kernel_bound"],
                             X)
         ky = resolve_kernel(params["y_kernel"], params["y_kernel_params"],
@@ -1120,17 +1196,51 @@ class DPHSICTest(BasePrivateTest):
         cyclic, B = params["cyclic"], params["n_permutations"]
         if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
             cyclic = aggregate
-        if aggregate:  # in-memory Gram matrices: two and a temporary (24 n^2), plus
-            # the y Gram matrices (or their spectra), held for every x bandwidth
-            memory = hsic_memory_bytes(n, B, cyclic=True) if cyclic else (
-                24 * n * n + 4 * n * (B + 1))
-            memory += 8 * n * n * (len(grids[1]) + 2)
+        if cyclic:
+            why = "cyclic=True" if params["cyclic"] is True else (
+                "cyclic='auto' with the bandwidth aggregate (no 'gamma' in kernel_params "
+                "or y_kernel_params) means cyclic=True")
+            warn_ignored(self, params, [(
+                "n_permutations", f"{why}, which uses all n - 1 = {n - 1} cyclic shifts "
+                "of one random order instead. Set cyclic=False for random permutations, "
+                "or leave n_permutations at its default.")])
+        if not aggregate:
+            warn_ignored(self, params, [
+                ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params or "
+                 "y_kernel_params without 'gamma'); one bandwidth pair runs on the BLAS "
+                 "threads in force (leave n_jobs=None).")])
+        if aggregate:  # in-memory Gram matrices (or their spectra), see the function
+            workers = min(effective_n_jobs(params["n_jobs"] or 1), len(grids[0]))
+            memory = hsic_aggregate_memory_bytes(
+                n, B, len(grids[0]), len(grids[1]), cyclic=cyclic, workers=workers,
+                eval_bytes=max(kernel_eval_bytes(params["kernel"]),
+                               kernel_eval_bytes(params["y_kernel"])))
         else:
-            memory = hsic_memory_bytes(n, B, cyclic=cyclic)
+            memory = hsic_memory_bytes(n, B, cyclic=cyclic, eval_bytes=max(
+                kernel_eval_bytes(params["kernel"]), kernel_eval_bytes(params["y_kernel"])))
+        # the private medians run first, on one marginal at a time; the validated data
+        # may be a float64 copy of the input
+        if uses_private_median(params["kernel"], params["kernel_params"]) or \
+                uses_private_median(params["y_kernel"], params["y_kernel_params"]):
+            memory = max(memory, median_memory_bytes(n))
+        memory += 16 * n * (X.shape[1] + y.shape[1])
         hint = ""
-        if not cyclic:
-            hint = (f" cyclic=True (all n cyclic shifts by FFT, no permutation array) needs "
-                    f"about {hsic_memory_bytes(n, B, cyclic=True) / 2**30:.3g} GiB.")
+        if memory > params["max_memory"]:  # the routes that fit (public sizes only)
+            data = 16 * n * (X.shape[1] + y.shape[1])
+            routes = [
+                ("kernel_params={'gamma': g} and y_kernel_params={'gamma': g} (one "
+                 "bandwidth pair, the blocked exact path, cyclic=False)",
+                 hsic_memory_bytes(n, B) + data),
+                ("one bandwidth pair with cyclic=True (all n cyclic shifts by FFT)",
+                 hsic_memory_bytes(n, B, cyclic=True) + data),
+                ("method='features'", feature_hsic_memory_bytes(n, 64, 64, B) + data),
+            ]
+            if aggregate and cyclic:
+                routes.insert(0, ("cyclic=False (the aggregate over random permutations)",
+                                  hsic_aggregate_memory_bytes(
+                                      n, B, len(grids[0]), len(grids[1]), cyclic=False)
+                                  + data))
+            hint = fitting_routes(routes, params["max_memory"])
         check_memory(memory, params["max_memory"],
                      f"DPHSICTest with n = {n} pairs"
                      + ("" if cyclic else f" and n_permutations = {B}"), hint)

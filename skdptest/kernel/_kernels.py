@@ -74,6 +74,8 @@ MEDIAN_GRID = np.geomspace(1e-3, 1e3, 121)
 KERNEL_CONSTRAINT = [InstanceOf(str), InstanceOf(gpk.Kernel), Callable()]
 KERNEL_PARAMS_CONSTRAINT = [NoneValue(), InstanceOf(dict)]
 
+# Rows per block of the private median's pairwise distances.
+_MEDIAN_STEP = 1024
 # Rows per block when a kernel is evaluated piecewise (diagonal checks).
 _DIAG_BLOCK = 256
 # Largest accepted kernel bound kappa (public): every sum the statistics form
@@ -201,6 +203,10 @@ def stable_chi2(X, Y=None, gamma=1.0):
     bit above ``e^EXP_FLOOR``, exactly 0 below (see :func:`exp_of_exponents`)."""
     K = additive_chi2_kernel(X, Y)
     K *= gamma
+    # NaN only where both (x - y)^2 and x + y overflowed (inf / inf): distinct float64
+    # values near 1e308 differ by at least 2e292, so the true exponent is below -1e276
+    # and the value is 0 (a function of the pair; no NaN reaches the statistics)
+    np.copyto(K, -np.inf, where=np.isnan(K))
     return exp_of_exponents(K)
 
 
@@ -392,8 +398,32 @@ def _pairwise(name, params, X, Y=None):
     return func(X, Y, **params)
 
 
-def _gp_call(kernel, X, Y=None):
-    return kernel(X, Y)
+def _gp_limit(kernel, n_features):
+    """A GP kernel's public value between two points ``2^500`` apart per coordinate.
+
+    Its limit at infinite distance for kernels that have one (every stationary
+    scikit-learn kernel but ``ExpSineSquared``, and their sums and products with
+    constants): ``RBF``/``RationalQuadratic`` give 0 there, ``Matern`` too (where its
+    formula at an overflowed distance gives ``inf * 0 = NaN``), ``C + k`` gives C.
+    """
+    with np.errstate(all="ignore"):
+        value = float(kernel(np.zeros((1, n_features)),
+                             np.full((1, n_features), 2.0**500))[0, 0])
+    return value if math.isfinite(value) else 0.0
+
+
+def _gp_call(kernel, limit, X, Y=None):
+    # A pair whose distance overflows float64 (rows near 1e154 or beyond) can make a
+    # GP kernel's formula NaN (Matern: inf * 0; ExpSineSquared: sin(inf)): such an
+    # entry gets the kernel's public far-away value, a function of the pair, so the
+    # Gram matrix is the limit of the kernel's Gram matrices (positive semi-definite,
+    # k(x, x) unchanged) and no NaN reaches the statistics after the charge. The same
+    # operations run whatever the values (no branch on the data).
+    K = np.asarray(kernel(X, Y), dtype=np.float64)
+    if not K.flags.writeable:  # a property of the kernel's code, not of the data
+        K = K.copy()
+    np.copyto(K, limit, where=~np.isfinite(K))
+    return K
 
 
 def _callable_call(kernel, params, X, Y=None):
@@ -442,7 +472,7 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
         gp = clone(kernel)
         if params:
             gp.set_params(**params)
-        func = partial(_gp_call, gp)
+        func = partial(_gp_call, gp, _gp_limit(gp, X.shape[1]))
         if kernel_bound is not None:
             kappa = float(kernel_bound)
         else:
@@ -464,15 +494,41 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
         resolved(probe[:2], probe)
         return resolved
     if kernel_bound is not None:
-        diag = resolved.diag(X)
-        if not np.all(np.isfinite(diag)):
-            raise ValueError(f"{name} returned non-finite values on X.")
-        if np.max(diag) > resolved.kappa * (1 + 1e-12):
+        # one refusal for every way the data leave the declared domain (an overflow to
+        # inf included), under numpy's quiet error state: one bit, no warning
+        with np.errstate(all="ignore"):
+            # a GP kernel's own diagonal, before the far-away substitution of _gp_call
+            diag = gp.diag(X) if isinstance(kernel, gpk.Kernel) else resolved.diag(X)
+        if not np.all(diag <= resolved.kappa * (1 + 1e-12)):
             raise ValueError(
                 f"{bound_name}={kernel_bound} is violated: k(x, x) exceeds it on some row "
                 "of X. The bound must hold for every possible row (a public domain bound)."
             )
     return resolved
+
+
+# Peak bytes per Gram entry while one kernel block is evaluated (memory plans): the
+# named kernels measured at most 10.4 (the distances, a 0/1 mask); scikit-learn GP
+# kernels at most 40 (Matern, ExpSineSquared: several n x m temporaries). A user's
+# callable is assumed to stay within the GP figure (its code is not the library's).
+EVAL_BYTES_NAMED = 16
+EVAL_BYTES_OTHER = 48
+
+
+def kernel_eval_bytes(kernel):
+    """Planned peak bytes per Gram entry of evaluating ``kernel`` (a specification)."""
+    return EVAL_BYTES_NAMED if isinstance(kernel, str) else EVAL_BYTES_OTHER
+
+
+def median_memory_bytes(n_samples):
+    """Planned peak bytes of :func:`private_median_gamma` on n rows.
+
+    One block of ``s = min(n, 1024)`` rows against another: the distances (evaluated
+    as a kernel block), the upper-triangle indices and values of a diagonal block, and
+    the grid indices (int64): at most ``40 s^2`` bytes (measured 20 s^2 at n = 1000).
+    """
+    s = min(int(n_samples), _MEDIAN_STEP)
+    return 40 * s * s + 2**20
 
 
 def uses_private_median(kernel, kernel_params):
@@ -489,7 +545,7 @@ def median_selection_probabilities(X, kernel, epsilon):
     grid = MEDIAN_GRID * (math.sqrt(d) if metric == "euclidean" else d)
     dist = euclidean_distances if metric == "euclidean" else manhattan_distances
     counts = np.zeros(grid.size + 1, dtype=np.int64)
-    step = 1024
+    step = _MEDIAN_STEP
     for i in range(0, n, step):
         for j in range(i, n, step):
             D = dist(X[i:i + step], X[j:j + step])

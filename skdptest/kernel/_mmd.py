@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -10,7 +11,6 @@ from typing import Any
 import numpy as np
 from scipy import sparse
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import validate_data
 
 from .._base import BasePrivateTest
 from .._budget import PrivacyBudget
@@ -23,6 +23,7 @@ from .._params import (
     RandomState,
 )
 from .._threads import blas_threads, limit_blas, map_dynamic, run_in_threads
+from .._warnings import warn_leak
 from ._bandwidth import (
     Progress,
     aggregate_sensitivity,
@@ -61,6 +62,8 @@ from ._kernels import (
     KERNEL_PARAMS_CONSTRAINT,
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
+    kernel_eval_bytes,
+    median_memory_bytes,
     private_median_gamma,
     resolve_kernel,
     uses_private_median,
@@ -204,11 +207,12 @@ def mmd_abs_error(group_sizes, kappa, diameter, *, squared=False):
 
 
 def mmd_memory_bytes(n, n_groups, n_permutations, *, ksample=None, max_kernel_bytes=None,
-                     max_column_bytes=None):
-    """Estimated peak memory, in bytes, of :func:`mmd_permutation_statistics`.
+                     max_column_bytes=None, eval_bytes=16):
+    """Planned peak memory, in bytes, of :func:`mmd_permutation_statistics`.
 
     A public function of the shapes: the kernel matrix or blocks held (with one
-    evaluation temporary of the same size), the coefficient chunk with its
+    evaluation temporary: ``eval_bytes`` per entry in all, see
+    :func:`~._kernels.kernel_eval_bytes`), the coefficient chunk with its
     relabelling keys and masks or one-hot codes, the block products, and the
     B + 1 statistics with their noise. The input ``X`` is not counted.
     """
@@ -228,12 +232,12 @@ def mmd_memory_bytes(n, n_groups, n_permutations, *, ksample=None, max_kernel_by
     block = 8 * int(np.max(np.diff(edges))) ** 2
     if ksample and n_groups > MANY_GROUPS and full <= max_kernel_bytes:
         # K held, its evaluation temporary, the permuted code rows
-        return 2 * full + 8 * n_stats * n + 64 * n_stats
+        return max(2 * full, eval_bytes * n * n) + 8 * n_stats * n + 64 * n_stats
     if (n_chunks > 1 and full <= max_kernel_bytes) or (
             n_chunks == 1 and full <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes)):
-        kernel = 2 * full
-    else:
-        kernel = 3 * block
+        kernel = max(2 * full, eval_bytes * n * n)
+    else:  # two blocks held and one being evaluated
+        kernel = 2 * block + max(block, eval_bytes * block // 8)
     columns = 8 * n * n_cols * rows
     codes = (5 * n * rows) if not ksample else (n * rows * (n_groups + 8))
     return kernel + 2 * columns + codes + 64 * n_stats
@@ -799,6 +803,40 @@ def check_memory(needed, limit, what, hint=""):
         )
 
 
+def fitting_routes(routes, limit):
+    """The refusal's hint: which of ``routes`` (``(description, planned bytes)``, from
+    parameters and public sizes) fit within ``limit``."""
+    fit = [f"{what} (about {need / 2**30:.3g} GiB)" for what, need in routes if need <= limit]
+    if fit:
+        return " Routes within max_memory: " + "; ".join(fit) + "."
+    return (" No other route fits within max_memory either (" + "; ".join(
+        f"{what}: about {need / 2**30:.3g} GiB" for what, need in routes) + ").")
+
+
+def _with_median_and_data(memory, params, n, n_features):
+    """A release's plan with the private median (it runs first, its arrays freed
+    before the statistics) and a float64 copy of the validated data."""
+    if uses_private_median(params["kernel"], params["kernel_params"]):
+        memory = max(memory, median_memory_bytes(n))
+    return memory + 16 * n * (n_features + 1)
+
+
+def warn_ignored(estimator, params, ignored):
+    """Warn (``PrivacyLeakWarning``, at the user's line) for each parameter set away
+    from its default that this fit ignores or overrides.
+
+    ``ignored`` lists ``(name, why)``: ``why`` says what the fit does instead and how
+    to avoid the warning, from parameters and public sizes only. Called in the plan,
+    before the charge.
+    """
+    defaults = inspect.signature(type(estimator).__init__).parameters
+    for name, why in ignored:
+        value, default = params[name], defaults[name].default
+        if value is default or (type(value) is type(default) and value == default):
+            continue
+        warn_leak(f"{type(estimator).__name__}: {name}={value!r} is ignored: {why}")
+
+
 def _two_sample_error(message):
     return ValueError(f"{message} {_STACK_HINT}")
 
@@ -1100,7 +1138,8 @@ class DPMMDTest(BasePrivateTest):
             return validate_dask_input(self, X, y, reset, labels=True)
         if is_dask(y):  # X in memory: the labels (N values) are brought to it
             y = y.compute()
-        X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=False)
+        # the core's checks (numeric dtype, the library's refusals): any label dtype
+        X, y = super()._validate_input(X, y, reset)
         return X.astype(np.float64, copy=False), y
 
     def _plan(self, params, X, y):
@@ -1141,7 +1180,21 @@ class DPMMDTest(BasePrivateTest):
                 f"the {classes.size} groups has {int(sizes.min())} row."
             )
         if params["method"] == "features":
+            warn_ignored(self, params, [
+                ("kernel_bound", "method='features' uses the feature kernel, bounded by 1 "
+                 "(leave kernel_bound=None)."),
+                ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
+                 "n_jobs=None)."),
+            ])
             return self._features_plan(params, X, classes, codes, sizes)
+        warn_ignored(self, params, [
+            (name, "it applies to method='features' only (leave it at its default or set "
+             "method='features').") for name in ("n_components", "feature_map")])
+        if not uses_aggregate(params["kernel"], params["kernel_params"]):
+            warn_ignored(self, params, [
+                ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params "
+                 "without 'gamma'); one bandwidth runs on the BLAS threads in force (leave "
+                 "n_jobs=None).")])
         kernel = resolve_kernel(params["kernel"], params["kernel_params"],
                                 params["kernel_bound"], X)
         squared = not kernel.positive_definite
@@ -1150,10 +1203,20 @@ class DPMMDTest(BasePrivateTest):
         else:
             sensitivity = mmd_sensitivity(sizes, kernel.diameter)
         n, n_groups = int(codes.size), int(sizes.size)
-        memory = mmd_memory_bytes(n, n_groups, params["n_permutations"])
+        memory = _with_median_and_data(
+            mmd_memory_bytes(n, n_groups, params["n_permutations"],
+                             eval_bytes=kernel_eval_bytes(params["kernel"])),
+            params, n, X.shape[1])
+        hint = ""
+        if memory > params["max_memory"]:  # the routes that fit (public sizes only)
+            hint = fitting_routes([(
+                "method='features' (random Fourier features, linear in N)",
+                feature_mmd_memory_bytes(n, X.shape[1], 64, n_groups,
+                                         params["n_permutations"])
+                + 16 * n * (X.shape[1] + 1))], params["max_memory"])
         check_memory(memory, params["max_memory"],
                      f"DPMMDTest with N = {n} rows, {n_groups} groups and "
-                     f"n_permutations = {params['n_permutations']}")
+                     f"n_permutations = {params['n_permutations']}", hint)
         median = uses_private_median(params["kernel"], params["kernel_params"])
         noise_epsilon = params["epsilon"]
         if median:  # the bandwidth's share (an exponential mechanism) comes first
@@ -1195,8 +1258,10 @@ class DPMMDTest(BasePrivateTest):
             memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), n_dims, n_groups,
                                            params["n_permutations"])
         else:
-            memory = feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
-                                              params["n_permutations"], kind=kind)
+            memory = _with_median_and_data(
+                feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
+                                         params["n_permutations"], kind=kind),
+                params, n, X.shape[1])
         check_memory(memory, params["max_memory"],
                      f"DPMMDTest(method='features', n_components={D}, feature_map={kind!r}) "
                      f"with N = {n} rows ({n_dims} features per row)")

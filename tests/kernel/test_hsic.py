@@ -329,7 +329,7 @@ def test_user_bounded_linear_y_kernel():
 def test_score_and_budget():
     X, y = data(40)
     budget = PrivacyBudget(2.0)
-    est = DPHSICTest(epsilon=0.5, budget=budget, random_state=0, n_permutations=99)
+    est = DPHSICTest(epsilon=0.5, budget=budget, random_state=0)
     est.fit(X, y)
     s = est.score(X, y)
     assert s >= 0 and budget.spent[0] == pytest.approx(1.0)
@@ -340,7 +340,7 @@ def test_results_and_attributes_hide_the_raw_statistic():
     X, y = data(40)
     kx, ky = _kernels(X, y[:, None], 0.5, 1.0)
     t0 = hsic_permutation_statistics(X, y[:, None], 2, np.random.default_rng(0), kx, ky)[0]
-    est = DPHSICTest(random_state=0, n_permutations=50).fit(X, y)
+    est = DPHSICTest(random_state=0).fit(X, y)
     values = [getattr(est.result_, f.name) for f in fields(est.result_)]
     values += list(vars(est).values())
     for v in values:

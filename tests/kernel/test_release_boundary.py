@@ -15,7 +15,13 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 import skdptest.kernel._hsic as hsic_mod
 import skdptest.kernel._mmd as mmd_mod
-from skdptest import DPHSICTest, DPMMDTest, PermutationTestResult, PrivacyBudget
+from skdptest import (
+    DPHSICTest,
+    DPMMDTest,
+    FixedRandomStateWarning,
+    PermutationTestResult,
+    PrivacyBudget,
+)
 from skdptest.kernel._kernels import resolve_kernel, stable_rbf
 from skdptest.kernel._results import make_permutation_result
 
@@ -91,20 +97,34 @@ def test_mmd_refuses_before_the_charge(params, match):
 def test_hsic_refuses_before_the_charge(params, match):
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
-    refused(DPHSICTest(n_permutations=99).set_params(**params), X, y, ValueError, match)
+    refused(DPHSICTest(n_permutations=99, cyclic=False).set_params(**params), X, y, ValueError,
+            match)
 
 
-def test_hsic_memory_limit_names_n_bytes_and_cyclic():
+def test_hsic_memory_limit_names_n_bytes_and_the_routes_that_fit():
     # The blocked exact path plans about 1.9 GiB at n = 20 000 (a float32 copy of L and
-    # row blocks of K): accepted under 2 GiB, refused below it before anything is
-    # computed or charged, with the cyclic estimate; the cyclic path needs about 9 GiB.
+    # row blocks of K): refused below it before anything is computed or charged; the
+    # refusal names the routes within max_memory (here only the features) and, when none
+    # fits, every route's size. The default aggregate (19 x 19 bandwidths) needs ~63 GiB.
     X = np.zeros((20_000, 1))
     needed = hsic_mod.hsic_memory_bytes(20_000, 2000)
     assert needed <= 2 * 2**30
     refused(_fixed(DPHSICTest, max_memory=2**30), X, X[:, 0], ValueError,
             r"n = 20000 pairs and n_permutations = 2000 needs about [\d.]+ GiB of memory "
-            r"\(\d+ bytes\).*cyclic=True \(.*\) needs about 9\.17 GiB")
-    refused(_fixed(DPHSICTest, cyclic=True), X, X[:, 0], ValueError, "n = 20000 pairs needs about")
+            r"\(\d+ bytes\).* Routes within max_memory: method='features' \(about 0\.3\d+ "
+            r"GiB\)\. Raise max_memory")
+    refused(DPHSICTest(), X, X[:, 0], ValueError,
+            r"n = 20000 pairs needs about 6\d\.\d GiB.* Routes within max_memory: "
+            r"kernel_params=\{'gamma': g\} and y_kernel_params=\{'gamma': g\} \(one bandwidth "
+            r"pair, the blocked exact path, cyclic=False\) \(about 1\.89 GiB\); "
+            r"method='features' \(about 0\.3\d+ GiB\)\.")
+    refused(_fixed(DPHSICTest, cyclic=True, max_memory=2**20), X, X[:, 0], ValueError,
+            r"n = 20000 pairs needs about 9\.\d+ GiB.*No other route fits within max_memory "
+            r"either \(.*blocked exact path.*: about 1\.89 GiB; .*cyclic=True.*: about "
+            r"9\.\d+ GiB; method='features': about 0\.3\d+ GiB\)")
+    refused(DPMMDTest(max_memory=2**20), X, np.arange(20_000) % 2, ValueError,
+            r"N = 20000 rows.* No other route fits within max_memory either \(method="
+            r"'features' \(random Fourier features, linear in N\): about 0\.1\d+ GiB\)")
 
 
 def test_memory_estimates_grow_with_the_work():
@@ -365,6 +385,7 @@ def test_no_warnings_from_a_default_fit():
     X, y = stacked()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        warnings.simplefilter("ignore", FixedRandomStateWarning)  # the seed is the test's
         DPMMDTest(random_state=0, n_permutations=9).fit(X, y)
 
 
