@@ -4,7 +4,8 @@ Sample size for 80 % power at ε = 1, α = 0.05 (issue 19, item 7):
 
 - two groups, normal shift d = 0.5, two-sided: DPMannWhitneyTest (and its two-group
   twin, DPKruskalWallisTest) against scipy's Mann–Whitney; published DP: |KW| 100,
-  DP Mann–Whitney 160 per group; target <= 80 per group;
+  DP Mann–Whitney 160 per group; target <= 80 per group; and one-sided (the second
+  group larger: ``alternative="less"`` for the first);
 - three groups, normal means 0, 0.35, 0.70 (steps of 0.35 SD): DPKruskalWallisTest
   against scipy's Kruskal–Wallis; published DP |KW| 123; target <= 123 per group;
 - one sample, N(0.4, 1) against symmetry about 0 (d = 0.4), two-sided:
@@ -29,6 +30,7 @@ import pathlib
 import sys
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 from scipy import stats
@@ -69,7 +71,7 @@ def two_groups(n, rng, shifts):
     return sizes, codes, X
 
 
-def mw_power(n, rng):
+def mw_power(n, rng, alternative="two-sided"):
     sizes, codes, X = two_groups(n, rng, [0.0, 0.5])
     rate = noise_rate(EPS, mann_whitney_sensitivity(sizes))
     null = null_rank_sums(rng, sizes, B)[:, 0] - n * (n + 1) // 2
@@ -78,8 +80,9 @@ def mw_power(n, rng):
     dp = pub = 0
     for r in range(R):
         u = mann_whitney_u(tie_broken_ranks(rng, X[r][:, None]), codes == 0) + noise[r]
-        dp += monte_carlo_pvalue(u, null, "two-sided", n * n) <= ALPHA
-    pub = np.mean(stats.mannwhitneyu(X[:, :n], X[:, n:], axis=1).pvalue <= ALPHA)
+        dp += monte_carlo_pvalue(u, null, alternative, n * n) <= ALPHA
+    pub = np.mean(stats.mannwhitneyu(X[:, :n], X[:, n:], axis=1, alternative=alternative)
+                  .pvalue <= ALPHA)
     return dp / R, pub
 
 
@@ -127,6 +130,11 @@ SETTINGS = [
     ("two groups d=0.5, two-sided", "DPMannWhitneyTest", mw_power,
      range(50, 101, 5), "per group", "|KW| 100, DP MW 160", "<= 80",
      lambda: DPMannWhitneyTest(epsilon=EPS),
+     lambda n, rng: (np.concatenate([rng.normal(size=n), rng.normal(0.5, 1, n)])[:, None],
+                     np.repeat([0, 1], n))),
+    ("two groups d=0.5, one-sided", "DPMannWhitneyTest", partial(mw_power, alternative="less"),
+     range(40, 91, 5), "per group", "(prototype: 63)", "-",
+     lambda: DPMannWhitneyTest(epsilon=EPS, alternative="less"),
      lambda n, rng: (np.concatenate([rng.normal(size=n), rng.normal(0.5, 1, n)])[:, None],
                      np.repeat([0, 1], n))),
     ("three groups, means 0/0.35/0.70", "DPKruskalWallisTest", kw_power,

@@ -93,7 +93,7 @@ class DPKruskalWallisTest(GroupRankTest):
     p = (1 + #{T_b ≥ T}) / (B + 1) satisfies P(p ≤ u) ≤ u at every n.
 
     **Power.** At ε = 1, α = 0.05, three normal groups with means 0, 0.35 and 0.70
-    need about 55 rows per group for 80 % power (the public Kruskal–Wallis test about
+    need about 55–56 rows per group for 80 % power (the public Kruskal–Wallis test about
     42); see benchmarks/classical_power_rank.py.
 
     **Cost.** O(N log N) for the ranks plus O(B N) for the simulated null.

@@ -108,7 +108,7 @@ class DPWilcoxonTest(RankTest):
     |2T − n(n + 1)/2|) satisfies P(p ≤ u) ≤ u at every n.
 
     **Power.** At ε = 1, α = 0.05, N(0.4, 1) data against symmetry about 0 need about
-    73 rows for 80 % power two-sided (the public signed-rank test about 54); see
+    70–73 rows for 80 % power two-sided (the public signed-rank test about 53); see
     benchmarks/classical_power_rank.py.
 
     **Cost.** O(n log n) for the ranks plus O(B n) for the simulated null.
