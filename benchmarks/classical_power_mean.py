@@ -71,6 +71,39 @@ def plug_in_normal(x, alternative, rng, eps=EPSILON):
     return 2 * stats.norm.sf(np.abs(z)) <= ALPHA
 
 
+def group_rows(d):
+    def draw(rng, reps, n):
+        a = np.clip(rng.normal(d, SPREAD, (reps, n)), A, B)
+        b = np.clip(rng.normal(0.0, SPREAD, (reps, n)), A, B)
+        return a - b
+    return draw
+
+
+def ours_groups(d):
+    """The two-group test on equal groups: D = x_A − x_B on [−6, 6], planned as the
+    estimator plans it (effect d, spread sqrt(2): the sd of a difference; one row moves
+    D by at most b − a = 6)."""
+    def method(diff, alternative, rng, eps=EPSILON):
+        n = diff.shape[1]
+        fraction = plan_fraction(A - B, B - A, n, eps, ALPHA, alternative, d,
+                                 SPREAD * math.sqrt(2.0), B - A)
+        plan = bet_plan(A - B, B - A, fraction, eps, alternative, B - A)
+        t = wealth_statistic(diff, plan, alternative)
+        release = t + discrete_laplace(rng, plan.rate, size=t.size)
+        return release >= rejection_threshold(plan.grid, plan.rate, ALPHA)
+    return method
+
+
+def t2_power(n, alternative, d):
+    """Exact power of the public two-sample t-test (n per group, unit sd)."""
+    nc, df = d * math.sqrt(n / 2.0), 2 * n - 2
+    if alternative == "greater":
+        return float(stats.nct.sf(stats.t.isf(ALPHA, df), df, nc))
+    crit = stats.t.isf(ALPHA / 2, df)
+    lower = stats.nct.cdf(-crit, df, nc)
+    return float(stats.nct.sf(crit, df, nc) + (lower if np.isfinite(lower) else 0.0))
+
+
 def t_test_power(n, alternative):
     """Exact power of the public one-sample t-test at the clipped law's d."""
     mean, sd = clipped_moments()
@@ -139,6 +172,22 @@ def estimator_power(n, alternative, reps=600, seed=5):
     return hits / reps
 
 
+def estimator_group_power(n, d, alternative, reps=400, seed=6):
+    """Two-group power through fitted estimators (random pairing included)."""
+    rng = np.random.default_rng(seed)
+    labels = np.r_[np.zeros(n), np.ones(n)]
+    hits = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FixedRandomStateWarning)
+        for _ in range(reps):
+            x = np.clip(np.r_[rng.normal(d, SPREAD, n), rng.normal(0.0, SPREAD, n)], A, B)
+            est = DPBoundedMeanTest(bounds=(A, B), null_mean=None, alternative=alternative,
+                                    effect=d, spread=SPREAD, epsilon=EPSILON, alpha=ALPHA,
+                                    random_state=rng)
+            hits += est.fit(x[:, None], labels).result_.reject
+    return hits / reps
+
+
 def main():
     start = time.time()
     lines = [
@@ -160,6 +209,18 @@ def main():
     ns_t = [n_for_power(lambda n, alt=alt: t_test_power(n, alt), lo=3, hi=500)
             for alt in ("two-sided", "greater")]
     rows.append(("public t-test (not private)", "-", ns_t))
+    # two groups of equal size n (rows per group): N(d, 1) vs N(0, 1), both clipped;
+    # with equal sizes the random pairing gives D = x_A − x_B row by row
+    group_ns = {}
+    for d in (0.4, 0.5):
+        ns = group_ns[d] = [
+            n_for_power(lambda n, alt=alt, d=d: power(ours_groups(d), n, alt, seed=3,
+                                                      rows=group_rows(d)))
+            for alt in ("two-sided", "greater")]
+        ns_t = [n_for_power(lambda n, alt=alt, d=d: t2_power(n, alt, d), lo=3, hi=500)
+                for alt in ("two-sided", "greater")]
+        rows.append((f"two groups d = {d}: DPBoundedMeanTest, rows per group", "yes", ns))
+        rows.append((f"two groups d = {d}: public two-sample t-test, per group", "-", ns_t))
     # Why linear statistics cannot reach 200 (normal approximations, no noise at all):
     # a test of the plain sum valid for every law on [−3, 3] must hold its level on the
     # ±3 two-point law (sd 3), so n >= ((z_a 3 + z_b sd_alt) / 0.4)^2; randomised
@@ -190,6 +251,12 @@ def main():
                      f"(vectorised), {estimator_power(n, alt):.3f} (600 fitted estimators)")
         fraction = plan_fraction(A, B, n, EPSILON, ALPHA, alt, EFFECT, SPREAD)
         lines.append(f"  planned bet: fraction {fraction} of 1/3, lambda = {fraction / 3:.4f}")
+    for d, ns in group_ns.items():
+        for alt, n in zip(("two-sided", "greater"), ns, strict=True):
+            lines.append(f"cross-check two groups d = {d}, n = {n} per group ({alt}): power "
+                         f"{power(ours_groups(d), n, alt, seed=3, rows=group_rows(d)):.3f} "
+                         f"(vectorised), {estimator_group_power(n, d, alt):.3f} "
+                         "(400 fitted estimators)")
     lines.append("")
     lines.append("type-I error on a skewed two-point null on the bounds (values -3*0.05/0.95 "
                  "and 3, P(3) = 0.05, mean 0):")
