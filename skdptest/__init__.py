@@ -20,6 +20,7 @@ from .classical import (
     DPKolmogorovSmirnovTest,
     DPKruskalWallisTest,
     DPMannWhitneyTest,
+    DPSubsampleAggregateTest,
     DPWilcoxonTest,
 )
 from .evalue import (
@@ -49,6 +50,7 @@ __all__ = [
     "DPKruskalWallisTest",
     "DPMMDTest",
     "DPMannWhitneyTest",
+    "DPSubsampleAggregateTest",
     "DPWilcoxonTest",
     "EProcessResult",
     "EValueResult",

@@ -64,6 +64,8 @@ CASES = {
     "DPWilcoxonTest": (dict(n_resamples=99), _paired),
     "DPBinomialTest": (dict(null_proportion=0.3),
                        lambda: ((np.arange(60.0) % 3 == 0).astype(float).reshape(-1, 1), None)),
+    "DPSubsampleAggregateTest": (dict(n_subsets=5, inner_alpha=0.2),
+                                 lambda: (_normal(60, 1), None)),
     "DPBoundedMeanTest": (dict(bounds=(-5.0, 5.0)),
                           lambda: (np.clip(_normal(60, 1), -5, 5), None)),
     "DPKolmogorovSmirnovTest": (dict(n_resamples=99), lambda: _two_groups(60, 1)),

@@ -1,5 +1,6 @@
 """Everyday private tests: proportions, ranks, distributions, tables, bounded means."""
 
+from ._aggregate import DPSubsampleAggregateTest
 from ._chi2 import DPChiSquareTest, DPContingencyTest
 from ._kruskal import DPKruskalWallisTest
 from ._ks import DPKolmogorovSmirnovTest
@@ -19,5 +20,6 @@ __all__ = [
     "DPKolmogorovSmirnovTest",
     "DPKruskalWallisTest",
     "DPMannWhitneyTest",
+    "DPSubsampleAggregateTest",
     "DPWilcoxonTest",
 ]

@@ -1,0 +1,198 @@
+"""DPSubsampleAggregateTest: validity, privacy (sensitivity and exact release ratio),
+failing inner tests, and the planner."""
+
+import functools
+import math
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from skdptest import DPSubsampleAggregateTest
+from skdptest.classical import _aggregate
+from skdptest.classical._aggregate import _pvalue_of, plan_subsets, predicted_power
+from skdptest.classical._proportion import tulap_rate
+from skdptest.classical._tulap import binomial_pvalue, tulap_cdf, tulap_log_pdf
+
+
+def _ztest(x):
+    """Two-sided z-test of mean 0, unit variance known: exact on N(0, 1) rows, and fast."""
+    return math.erfc(abs(float(np.mean(x))) * math.sqrt(x.size) / math.sqrt(2.0))
+
+
+def _leaky(x):
+    """An inner test whose failures carry data: warnings and exception texts."""
+    if x.mean() > 0:
+        warnings.warn(f"mean is {x.mean()}", stacklevel=2)
+        raise RuntimeError(f"secret sum {x.sum()}")
+    return math.nan
+
+
+def _count(X, y, m, a0, seed, design="one-sample", test=None):
+    """Y recomputed from the split the estimator draws (same generator, same order)."""
+    rng = np.random.default_rng(seed)
+    test = _aggregate._default_test if test is None else test
+    order = rng.permutation(X.shape[0])
+    classes = None if y is None else np.unique(y)
+    return sum(int(_pvalue_of(test, _aggregate._split(X[r], None if y is None else y[r],
+                                                       design, classes)) <= a0)
+               for r in np.array_split(order, m))
+
+
+def test_release_is_count_plus_tulap_and_pvalue_is_binomial_ump():
+    X = np.random.default_rng(0).normal(0.3, 1, size=(80, 1))
+    est = DPSubsampleAggregateTest(n_subsets=8, inner_alpha=0.2, random_state=4).fit(X)
+    r = est.result_
+    assert est.n_subsets_ == 8 and est.inner_alpha_ == 0.2 and est.predicted_power_ is None
+    y = _count(X, None, 8, 0.2, 4)
+    assert round(r.statistic) == y or abs(r.statistic - y) < 60  # Y + noise
+    assert r.pvalue == pytest.approx(binomial_pvalue(r.statistic, 8, 0.2, 1.0, "greater"),
+                                     rel=1e-12)
+    assert r.alternative == "greater" and r.sensitivity == 1.0
+
+
+def test_sensitivity_one_by_brute_force_and_exact_ratio():
+    """Replacing any one row (by extreme values) with the same split changes Y by at most
+    one; Y + Tulap then has density ratio <= e^ε; the halved-noise mutant exceeds it."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(0.4, 1, size=(24, 1))
+    m, a0, seed = 6, 0.3, 7
+    base = _count(X, None, m, a0, seed, test=_ztest)
+    diffs = []
+    for i in range(X.shape[0]):
+        for v in (-50.0, 0.0, 3.0, 50.0):
+            Xn = X.copy()
+            Xn[i, 0] = v
+            diffs.append(abs(_count(Xn, None, m, a0, seed, test=_ztest) - base))
+    assert max(diffs) == 1  # attained, never exceeded
+    rate = tulap_rate(1.0)
+    t = np.linspace(-20, 30, 50_001)
+    for y in range(m):
+        assert np.max(np.abs(tulap_log_pdf(t - y, rate) - tulap_log_pdf(t - y - 1, rate))) \
+            <= 1.0 + 1e-12
+    mutant = tulap_log_pdf(t, 2 * rate) - tulap_log_pdf(t - 1, 2 * rate)
+    assert np.max(np.abs(mutant)) > 1.5
+    # the estimator's split is that permutation: same seed, same Y as recomputed above
+    z = [DPSubsampleAggregateTest(inner_test=_ztest, n_subsets=m, inner_alpha=a0,
+                                  random_state=s).fit(X).result_.statistic
+         - _count(X, None, m, a0, s, test=_ztest) for s in range(150)]
+    assert stats.kstest(z, lambda v: tulap_cdf(v, rate)).pvalue > 1e-3
+
+
+def test_k_sample_design_and_label_sensitivity():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 1))
+    y = np.arange(40) % 2
+    test = functools.partial(stats.mannwhitneyu, method="exact")
+    est = DPSubsampleAggregateTest(inner_test=test, design="k-sample", n_subsets=4,
+                                   inner_alpha=0.25, random_state=3).fit(X, y)
+    assert list(est.classes_) == [0, 1]
+    base = _count(X, y, 4, 0.25, 3, "k-sample", test)
+    for i in range(40):  # flip one label: one subset changes
+        yn = y.copy()
+        yn[i] = 1 - yn[i]
+        assert abs(_count(X, yn, 4, 0.25, 3, "k-sample", test) - base) <= 1
+    with pytest.raises(ValueError, match="at least two groups"):
+        DPSubsampleAggregateTest(design="k-sample", n_subsets=2, inner_alpha=0.1).fit(
+            X, np.zeros(40))
+
+
+def test_failing_inner_test_counts_as_no_rejection_and_leaks_nothing():
+    X = np.random.default_rng(5).normal(size=(30, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing may escape (fixed seed warns: allow it)
+        warnings.filterwarnings("ignore", category=UserWarning, module="skdptest")
+        from skdptest import FixedRandomStateWarning
+        warnings.simplefilter("ignore", FixedRandomStateWarning)
+        est = DPSubsampleAggregateTest(inner_test=_leaky, n_subsets=3, inner_alpha=0.5,
+                                       random_state=0).fit(X)
+    assert _count(X, None, 3, 0.5, 0, test=_leaky) == 0
+    blob = pickle.dumps(est)
+    assert b"secret" not in blob and b"mean is" not in blob
+    assert _pvalue_of(lambda x: 1.5, (X,)) != _pvalue_of(lambda x: 1.5, (X,))  # NaN
+    assert _pvalue_of(lambda x: "p", (X,)) != _pvalue_of(lambda x: 0.1, (X,))
+    assert _pvalue_of(lambda x: stats.ttest_1samp(x, 0.0), (X[:, 0],)) == pytest.approx(
+        stats.ttest_1samp(X[:, 0], 0.0).pvalue)
+
+
+def _type_one(n, m, a0, reps, seed, inner=_ztest, make=None, epsilon=1.0):
+    rng = np.random.default_rng(seed)
+    make = make or (lambda k, r: r.normal(size=(k, 1)))
+    rej = 0
+    for _ in range(reps):
+        est = DPSubsampleAggregateTest(inner_test=inner, n_subsets=m, inner_alpha=a0,
+                                       epsilon=epsilon, random_state=rng)
+        rej += est.fit(make(n, rng)).result_.reject
+    return rej / reps
+
+
+def test_validity_small_and_liberal_mutant_caught():
+    """Fast version: H0 true, exact inner z-test on N(0, 1) data, subsets of 3 rows;
+    an inner test rejecting at twice its nominal level is caught by the same check."""
+    reps = 300
+    se = math.sqrt(0.05 * 0.95 / reps)
+    assert _type_one(30, 10, 0.2, reps, 0) <= 0.05 + 2 * se
+
+    def liberal(x):  # a public test rejecting at twice its nominal level
+        return _ztest(x) / 2
+
+    assert _type_one(30, 10, 0.2, reps, 0, inner=liberal) > 0.05 + 2 * se
+
+
+@pytest.mark.slow
+def test_validity_t_test_on_normal_data_tiny_subsets():
+    """H0 true, inner tests exact on normal data (z-test; the default t-test): level
+    <= α + 2 SE, even with subsets of 3 rows."""
+    reps = 1000
+    se = math.sqrt(0.05 * 0.95 / reps)
+    assert _type_one(30, 10, 0.2, reps, 0) <= 0.05 + 2 * se
+    assert _type_one(60, 4, 0.05, reps, 1) <= 0.05 + 2 * se
+    assert _type_one(24, 8, 0.25, reps, 2, inner=None) <= 0.05 + 2 * se
+
+
+def test_planner_uses_public_inputs_only_and_is_deterministic():
+    a = plan_subsets(200, 1.0, 0.05, effect_size=0.4)
+    b = _aggregate._cached_plan(n=200, epsilon=1.0, alpha=0.05, inner_test=None,
+                                design="one-sample", effect_size=0.4, synthetic_data=None,
+                                power_function=None, n_subsets=None,
+                                inner_alphas=_aggregate.INNER_ALPHAS)
+    assert a == b
+    m, a0, power = a
+    assert power == pytest.approx(predicted_power(
+        m, a0, _aggregate._t_test_power("one-sample", 0.4)(200 // m, a0), 0.05, 1.0))
+    # exhaustive over the grid: nothing beats the chosen pair
+    f = _aggregate._t_test_power("one-sample", 0.4)
+    for mm in (2, 5, 12, 40):
+        for aa in (0.05, 0.2, 0.3):
+            assert predicted_power(mm, aa, f(200 // mm, aa), 0.05, 1.0) <= power + 1e-12
+    # the same plan whatever the data (n public): fits on two data sets agree
+    e1 = DPSubsampleAggregateTest(effect_size=0.4, random_state=0).fit(np.ones((200, 1)))
+    e2 = DPSubsampleAggregateTest(effect_size=0.4, random_state=1).fit(
+        np.random.default_rng(9).standard_cauchy((200, 1)))
+    assert (e1.n_subsets_, e1.inner_alpha_) == (e2.n_subsets_, e2.inner_alpha_) == (m, a0)
+    # a user power function replaces the model; fixing one coordinate searches the other
+    pf = plan_subsets(100, 1.0, 0.05, power_function=lambda k, a: min(1.0, a + k / 60.0))
+    assert pf[0] >= 1 and pf[1] in _aggregate.INNER_ALPHAS
+    est = DPSubsampleAggregateTest(n_subsets=7, effect_size=0.4, random_state=0).fit(
+        np.zeros((200, 1)))
+    assert est.n_subsets_ == 7 and est.inner_alpha_ in _aggregate.INNER_ALPHAS
+
+
+@pytest.mark.slow
+def test_simulated_planner_matches_the_analytic_one_roughly():
+    """Simulating the t-test on synthetic N(d, 1) data (the user-declared route) lands near
+    the noncentral-t plan's predicted power."""
+    sim = plan_subsets(200, 1.0, 0.05, inner_test=functools.partial(
+        stats.ttest_1samp, popmean=0.0), effect_size=0.4, n_draws=100)
+    exact = plan_subsets(200, 1.0, 0.05, effect_size=0.4)
+    assert abs(sim[2] - exact[2]) < 0.15
+
+
+def test_refusals():
+    X = np.zeros((10, 1))
+    with pytest.raises(ValueError, match="n_subsets must be at most"):
+        DPSubsampleAggregateTest(n_subsets=11, inner_alpha=0.1).fit(X)
+    with pytest.raises(ValueError, match="epsilon must be at least"):
+        DPSubsampleAggregateTest(epsilon=1e-9, n_subsets=2, inner_alpha=0.1).fit(X)
