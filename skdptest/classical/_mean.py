@@ -50,8 +50,8 @@ _FINE = float(1 << FINE_BITS)
 #: the sensitivity up to whole steps adds at most 1/256 to the noise scale.
 _MIN_STEPS = 256
 #: The grid is never finer than 2**-10 nats, so the p-value's point set stays <= ~82k
-#: points (~10 ms); for bets below ~0.25 of the largest one the sensitivity then spans
-#: fewer than 256 steps (>= 20 at bet=0.01: at most 5 % more noise).
+#: points (~10 ms); a sensitivity below 0.25 nats (one-sample bets below ~0.12 of the
+#: largest one) then spans fewer than 256 steps (>= 20 at bet=0.01: <= 5 % more noise).
 _MAX_GRID_BITS = 10
 #: Wealth points above e^40 are bounded by (e^40, 1): p-values floor at ~e^-40 ≈ 4e-18.
 _LOG_WEALTH_CAP = 40.0
@@ -287,15 +287,14 @@ def group_differences(x, codes, sizes, bounds, rng):
 # Planning the bet from public inputs (n, bounds, ε, α, an assumed effect and spread).
 # --------------------------------------------------------------------------------------
 
-_QUANTILES = None
-
-
+@functools.lru_cache(maxsize=1)
 def _normal_quantiles():
-    global _QUANTILES
-    if _QUANTILES is None:
-        from scipy import stats
-        _QUANTILES = stats.norm.ppf((np.arange(400) + 0.5) / 400)
-    return _QUANTILES
+    """400 evenly spaced standard normal quantiles (the planning law's nodes)."""
+    from scipy import stats
+
+    nodes = stats.norm.ppf((np.arange(400) + 0.5) / 400)
+    nodes.flags.writeable = False
+    return nodes
 
 
 @functools.lru_cache(maxsize=256)
