@@ -261,6 +261,8 @@ def _grid_holds(run, configs, reps, seed):
     total = len(counts) * reps
     pooled = sum(counts.values()) / total
     pooled_ok = pooled <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / total)
+    if not pooled_ok:  # already failed: no confirmation needed
+        return False, max(counts.values()) / reps, pooled
     again = {name: configs[name] for name in above(counts, reps)}
     confirmed = above(run(again, 10 * reps, seed + 1), 10 * reps) if again else []
     return pooled_ok and not confirmed, max(counts.values()) / reps, pooled
