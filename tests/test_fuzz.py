@@ -64,9 +64,6 @@ BYPASS = {
     "DPChiSquareTest": "skdptest/classical/_chi2.py: _validate_input",
     "DPContingencyTest": "skdptest/classical/_chi2.py: _validate_input",
     "DPKolmogorovSmirnovTest": "skdptest/classical/_ks.py: _validate_input",
-    "DPKruskalWallisTest": "skdptest/classical/_rank.py: _validate_input",
-    "DPMannWhitneyTest": "skdptest/classical/_rank.py: _validate_input",
-    "DPWilcoxonTest": "skdptest/classical/_wilcoxon.py: _validate_input",
 }
 
 

@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import validate_data
 
-from .._base import BasePrivateTest, check_numeric
+from .._base import BasePrivateTest, validate_input
 from .._budget import PrivacyBudget
 from .._noise import discrete_laplace, quantise_rate
 from .._params import (
@@ -400,8 +399,8 @@ class GroupRankTest(RankTest):
     _max_groups = None
 
     def _validate_input(self, X, y, reset):
-        X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=False)
-        return check_numeric(X, "X").astype(np.float64, copy=False), y
+        X, y = validate_input(self, X, y, reset=reset, y_numeric=False)
+        return X.astype(np.float64, copy=False), y
 
     def _groups(self, y):
         name = type(self).__name__

@@ -5,9 +5,8 @@ from __future__ import annotations
 from numbers import Real
 
 import numpy as np
-from sklearn.utils.validation import validate_data
 
-from .._base import check_numeric
+from .._base import check_numeric, validate_input
 from .._params import Interval
 from ._rank import (
     ALTERNATIVE,
@@ -154,11 +153,11 @@ class DPWilcoxonTest(RankTest):
 
     def _validate_input(self, X, y, reset):
         if y is None:
-            X = validate_data(self, X, reset=reset, dtype="numeric")
+            X = validate_input(self, X, reset=reset)
         else:
-            X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=True)
+            X, y = validate_input(self, X, y, reset=reset, y_numeric=True)
             y = check_numeric(np.asarray(y), "y").astype(np.float64, copy=False)
-        return check_numeric(X, "X").astype(np.float64, copy=False), y
+        return X.astype(np.float64, copy=False), y
 
     def _plan(self, params, X, y):
         n = X.shape[0]
