@@ -147,6 +147,27 @@ def test_release_is_epsilon_dp_on_neighbours_and_the_halved_noise_mutant_is_not(
     assert _worst_log_ratio(worst, mutant) > 1.5 * epsilon
 
 
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 10.0])
+def test_goodness_of_fit_release_is_epsilon_dp_on_attained_neighbours(epsilon):
+    rng = np.random.default_rng(2)
+    n, worst = 12, 0
+    noise = ks_plan_noise(n, epsilon)
+    bits = _ks._uniform_bits(n, noise.exponent)
+
+    def released(codes):
+        lattice = ks_uniform_lattice(np.sort(codes), bits)
+        return int(_ks._floor_scaled(lattice, noise.exponent, n << bits))
+
+    for _ in range(400):
+        codes = rng.integers(0, 1 << bits, size=n)
+        other = codes.copy()
+        other[rng.integers(n)] = rng.choice([0, (1 << bits) - 1, rng.integers(1 << bits)])
+        worst = max(worst, abs(released(codes) - released(other)))
+    assert noise.integer_sensitivity - 2 <= worst <= noise.integer_sensitivity
+    assert _worst_log_ratio(worst, noise.rate) <= epsilon + 1e-12
+    assert _worst_log_ratio(worst, quantise_rate(2 * noise.rate)) > 1.5 * epsilon
+
+
 def test_the_estimator_draws_its_noise_at_the_planned_rate(monkeypatch):
     seen = []
     real = _ks.discrete_laplace
