@@ -329,6 +329,28 @@ def test_clip_mode_tests_the_clipped_mean_and_refuse_mode_refuses():
         np.clip(X[:, 0], -1, 1), res.bet, "two-sided"))), rel=2 * res.grid)
 
 
+def test_clipping_moves_the_mean_and_the_hypothesis_says_so():
+    """The trap of issue 19: centred Exp(1) clipped to [−2, 2] has mean −e^{-3}, not 0.
+    Testing the clipped mean at its true value holds the level; testing 0 (the mean
+    before clipping) rejects more often as n grows — which is why out_of_bounds='clip'
+    states its hypothesis on the clipped variable."""
+    rng = np.random.default_rng(14)
+    clipped_mean = -math.exp(-3.0)  # E[min(E, 3)] − 1 for E ~ Exp(1)
+    reps = 200
+    at_truth, at_zero = [], []
+    for n in (100, 3000):
+        x = np.clip(rng.exponential(1.0, (reps, n)) - 1.0, -2.0, 2.0)
+        # the bet planned for an effect of 0.05 with unit spread
+        fraction = plan_fraction(-2.0, 2.0, n, 1.0, 0.05, "two-sided", 0.05, 1.0)
+        at_truth.append(np.mean(_our_rejections(x, (-2.0, 2.0), clipped_mean, "two-sided",
+                                                1.0, 0.05, rng, fraction)))
+        at_zero.append(np.mean(_our_rejections(x, (-2.0, 2.0), 0.0, "two-sided", 1.0,
+                                               0.05, rng, fraction)))
+    se = math.sqrt(0.05 * 0.95 / reps)
+    assert max(at_truth) <= 0.05 + 2 * se
+    assert at_zero[1] > 0.5 and at_zero[1] > at_zero[0]
+
+
 def test_pandas_input_and_refusals_before_the_charge():
     budget = PrivacyBudget(epsilon=10.0)
     df = pd.DataFrame({"score": np.linspace(-1, 1, 40)})
