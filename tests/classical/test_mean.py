@@ -216,14 +216,14 @@ def test_two_group_sensitivity_through_the_pairing(alternative, sizes):
         return int(wealth_statistic(d, plan, alternative))
 
     datasets = [rng.choice(np.r_[a, b, 0.5, rng.uniform(a, b, 2)], size=codes.size)
-                for _ in range(20)]
+                for _ in range(10)]
     # the steep windows: one group at a, the other at b
     datasets += [np.where(codes == 0, a, b), np.where(codes == 0, b, a)]
     worst, pair = 0, None
     for x in datasets:
         t = stat(x)
         for i in range(x.size):
-            for v in (a, b, 0.5, rng.uniform(a, b)):
+            for v in (a, b, rng.uniform(a, b)):
                 x2 = x.copy()
                 x2[i] = v
                 d = abs(stat(x2) - t)
@@ -396,7 +396,7 @@ def test_solve_n_plans_the_test():
         return np.clip(rng.normal(1.0, 1.0, (n, 1)), -3, 3), None
 
     sol = solve_n(DPBoundedMeanTest(bounds=(-3, 3), bet=0.6), gen, n_min=10, n_max=160,
-                  n_repeats=25, rtol=0.2, random_state=0)
+                  n_repeats=15, rtol=0.3, random_state=0)
     assert 10 <= sol.value <= 160
 
 
