@@ -77,17 +77,18 @@ def _encode(column, categories, name):
     return codes
 
 
-def _check_labels(self, X, y, reset, n_columns):
-    """Validate label data (numbers or strings, no NaN); return the label columns."""
+def _check_labels(est, X, y, reset, n_columns):
+    """Validate label data (numbers or strings, no NaN) for the estimator ``est``; return
+    (X, y, the label columns)."""
     if y is None:
-        X = validate_data(self, X, reset=reset, dtype=None)
+        X = validate_data(est, X, reset=reset, dtype=None)
         columns = [X[:, j] for j in range(X.shape[1])]
     else:
-        X, y = validate_data(self, X, y, reset=reset, dtype=None, y_numeric=False)
+        X, y = validate_data(est, X, y, reset=reset, dtype=None, y_numeric=False)
         columns = [X[:, j] for j in range(X.shape[1])] + [np.asarray(y).ravel()]
     if len(columns) != n_columns:
         raise ValueError(
-            f"{type(self).__name__} needs {n_columns} label column(s) in X (and y); got "
+            f"{type(est).__name__} needs {n_columns} label column(s) in X (and y); got "
             f"{len(columns)}.")
     for col in columns:
         if col.dtype.kind == "f" and np.any(np.isnan(col)):
@@ -252,7 +253,7 @@ class DPChiSquareTest(BasePrivateTest):
         if y is not None:
             raise ValueError("DPChiSquareTest takes one column of labels X; y must be "
                              "None.")
-        X, _, columns = _check_labels(self, X, None, reset, 1)
+        X, _, _ = _check_labels(self, X, None, reset, 1)
         return X, None
 
     def _plan(self, params, X, y):
@@ -447,8 +448,8 @@ class DPContingencyTest(BasePrivateTest):
         return params
 
     def _validate_input(self, X, y, reset):
-        X, y, columns = _check_labels(self, X, y, reset, 2)
-        return X, (y if y is not None else None)
+        X, y, _ = _check_labels(self, X, y, reset, 2)
+        return X, y
 
     def _plan(self, params, X, y):
         n = int(X.shape[0])
