@@ -106,6 +106,33 @@ def test_statistics_match_direct_definitions():
     assert signed_rank_statistic(ranks, positive) == ranks[positive].sum()
 
 
+def test_simulated_nulls_have_the_exact_laws():
+    rng = np.random.default_rng(6)
+    draws = 20000
+    # rank sums of group 0 of sizes (2, 1, 2): every 2-subset of 1..5 equally likely
+    sums = _rank.null_rank_sums(rng, [2, 1, 2], draws)
+    assert np.all(sums.sum(axis=1) == 15)
+    exact = {}
+    for pair in itertools.combinations(range(1, 6), 2):
+        exact[sum(pair)] = exact.get(sum(pair), 0) + 1 / 10
+    values, counts = np.unique(sums[:, 0], return_counts=True)
+    assert set(values) == set(exact)
+    for v, c in zip(values, counts, strict=True):
+        se = math.sqrt(exact[v] * (1 - exact[v]) / draws)
+        assert abs(c / draws - exact[v]) < 5 * se
+    # W+ of n = 4 under random signs: the 16 sign vectors equally likely
+    w = _rank.null_signed_rank(rng, 4, draws)
+    exact = {}
+    for signs in itertools.product([0, 1], repeat=4):
+        total = sum(r for r, s in zip(range(1, 5), signs, strict=True) if s)
+        exact[total] = exact.get(total, 0) + 1 / 16
+    values, counts = np.unique(w, return_counts=True)
+    assert set(values) == set(exact)
+    for v, c in zip(values, counts, strict=True):
+        se = math.sqrt(exact[v] * (1 - exact[v]) / draws)
+        assert abs(c / draws - exact[v]) < 5 * se
+
+
 # -- sensitivities: exhaustive over orders (any data, ties broken) ---------------------------
 
 @pytest.mark.parametrize("sizes", [(1, 4), (2, 3), (3, 3), (2, 5), (1, 6)])
