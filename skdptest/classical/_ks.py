@@ -443,13 +443,17 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
         params, plan = prep.params, prep.plan
         n_res, n = params["n_resamples"], plan.n_samples
         orders = self._orders(prep.X, rng)
-        labels = np.empty((n_res + 1, n), dtype=np.int64)
-        labels[0] = plan.codes
-        labels[1:] = rng.permuted(np.broadcast_to(plan.codes, (n_res, n)), axis=1)
         stat = np.zeros(n_res + 1, dtype=np.int64)
-        for order in orders:
-            stat = np.maximum(stat, ks_grid_statistic(labels[:, order], plan.sizes,
-                                                      plan.noise.exponent))
+        rows = max(1, _BLOCK // n)
+        for start in range(0, n_res + 1, rows):  # blocks of relabellings (bounded memory)
+            b = min(rows, n_res + 1 - start)
+            labels = rng.permuted(np.broadcast_to(plan.codes, (b, n)), axis=1)
+            if start == 0:
+                labels[0] = plan.codes  # the observed labelling
+            for order in orders:
+                stat[start:start + b] = np.maximum(
+                    stat[start:start + b],
+                    ks_grid_statistic(labels[:, order], plan.sizes, plan.noise.exponent))
         pvalue, _ = dp_permutation_pvalue(stat.astype(np.float64),
                                           plan.noise.integer_sensitivity,
                                           min(params["epsilon"], MAX_EPSILON), 0.0, rng)
