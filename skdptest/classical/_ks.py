@@ -280,8 +280,9 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
     p = (1 + #{j : R_j + K_j >= R}) / (B + 1) satisfies P(p <= α) <= α (ties counted
     against H0).
 
-    Running time: sorting the values (O(n log n)) may depend on their order and ties;
-    the rest is fixed by n, m, B and ε.
+    Running time: sorting the values (O(n log n)) may depend on their order and ties,
+    and scipy's evaluation of the null's cdf may take longer for some values; the rest
+    (the simulated null, the noise) is fixed by n, the group sizes, B and ε.
 
     References
     ----------
