@@ -60,10 +60,6 @@ LONG = settings(FAST, max_examples=400)
 BYPASS = {
     "PrivateEValueTest": "skdptest/evalue/_rows.py: validate_rows",
     "PrivateEProcess": "skdptest/evalue/_rows.py: validate_rows",
-    "DPBoundedMeanTest": "skdptest/classical/_mean.py: _validate_input",
-    "DPChiSquareTest": "skdptest/classical/_chi2.py: _validate_input",
-    "DPContingencyTest": "skdptest/classical/_chi2.py: _validate_input",
-    "DPKolmogorovSmirnovTest": "skdptest/classical/_ks.py: _validate_input",
 }
 
 

@@ -26,9 +26,8 @@ from numbers import Real
 
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import validate_data
 
-from .._base import BasePrivateTest, check_numeric
+from .._base import BasePrivateTest, check_numeric, validate_input
 from .._budget import PrivacyBudget
 from .._noise import discrete_laplace, quantise_rate
 from .._params import (
@@ -512,12 +511,13 @@ class DPBoundedMeanTest(BasePrivateTest):
         return type(params)(out)
 
     def _validate_input(self, X, y, reset):
+        # the library's one validation path (refusals name the kind of problem only)
         if self.null_mean is None:
-            X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=False)
+            X, y = validate_input(self, X, y, reset=reset, y_numeric=False)
         elif y is None:
-            X = validate_data(self, X, reset=reset, dtype="numeric")
+            X = validate_input(self, X, reset=reset)
         else:
-            X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=True)
+            X, y = validate_input(self, X, y, reset=reset, y_numeric=True)
             y = check_numeric(np.asarray(y), "y").astype(np.float64, copy=False)
         X = check_numeric(X, "X")
         if X.shape[1] != 1:
