@@ -153,7 +153,7 @@ def test_kruskal_sensitivity_bound_exhaustively(sizes, attained):
     assert change <= bound
     # attained in the cases marked (two groups: 2 max(n1, n2)); not with a singleton
     # group, which cannot move its own deviation and the others' the same way (nor for
-    # some sizes by parity, e.g. (2, 3, 3): 11 against 12, checked by hand)
+    # some sizes, e.g. (2, 3, 3): 11 against 12 by the same exhaustive search)
     assert (change == bound) == attained
     if len(sizes) == 2:
         assert bound == 4 * max(sizes)
