@@ -15,8 +15,9 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from sklearn.utils import assert_all_finite
 from sklearn.utils.validation import validate_data
 
 from .._base import check_numeric, non_numeric_error
@@ -67,12 +68,33 @@ def validate_rows(est, X, reset, finite=True):
         return _validate_dask(est, X, reset, univariate)
     if univariate and np.ndim(X) == 1 and not hasattr(X, "dtypes"):
         X = X.to_frame() if hasattr(X, "to_frame") else np.asarray(X).reshape(-1, 1)
-    if hasattr(X, "dtype") and getattr(X.dtype, "kind", "f") in "mMSUV":
+    if hasattr(X, "dtype") and getattr(X.dtype, "kind", "f") in "mMSUVc":
         _refuse_dtype(X.dtype)
     if _plain(est, X, reset):
         return check_finite(X) if finite else X
-    X = validate_data(est, X, reset=reset, dtype="numeric", ensure_all_finite=finite)
-    return check_numeric(X, "X")
+    try:
+        X = validate_data(est, X, reset=reset, dtype="numeric", ensure_all_finite=False)
+    except (TypeError, ValueError) as exc:
+        raise _without_values(exc) from None
+    X = check_numeric(X, "X")
+    return check_finite(X) if finite else X
+
+
+def _without_values(exc):
+    """scikit-learn's refusal, unless its message quotes the data: 'could not convert
+    string to float: 'abc'', 'Expected 2D array ... array=[...]', 'Complex data not
+    supported\n[...]' become messages that name the kind of problem only (the original,
+    which holds values, is not chained)."""
+    text = str(exc)
+    if text.startswith("Expected 2D array"):
+        return ValueError(
+            "Expected a 2D array (n_samples, n_features), got a 1D array: reshape it with "
+            "X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
+        )
+    if "could not convert" in text or "Complex data" in text or "not compatible with" in text \
+            or "\n" in text:
+        return non_numeric_error("values that are not real numbers")
+    return exc
 
 
 def _plain(est, X, reset):
@@ -93,9 +115,25 @@ def _plain(est, X, reset):
 
 
 def check_finite(X):
-    """Refuse NaN and infinity with scikit-learn's message (numpy rows)."""
-    if X.dtype.kind == "f":
-        assert_all_finite(X, input_name="X")
+    """Refuse NaN and infinity (numpy rows), naming the kind of value only, with the
+    library's advice: impute or drop with a public rule before the test (imputation
+    that reads the data is itself a release)."""
+    if X.dtype.kind != "f":
+        return X
+    with np.errstate(all="ignore"):
+        if math.isfinite(float(np.sum(X))):  # one pass when every value is finite
+            return X
+        if np.isnan(X).any():
+            raise ValueError(
+                "Input X contains NaN (missing values). Impute or drop them with a public "
+                "rule before the test: an imputation that reads the data (a mean, a "
+                "model) is itself a release and must be privatised and charged."
+            )
+        if not np.isfinite(X).all():
+            raise ValueError(
+                "Input X contains infinity or a value too large for float64. Clip the "
+                "data to public bounds before the test."
+            )
     return X
 
 
@@ -201,8 +239,7 @@ class RowTable:
 
     @staticmethod
     def _refuse(x):
-        if x.dtype.kind == "f":
-            assert_all_finite(x, input_name="X")  # NaN / infinity: scikit-learn's words
+        check_finite(x)  # NaN / infinity: that message
         _DiscreteLaws._outside()
 
     def counts(self, X):
