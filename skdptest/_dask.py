@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ._base import non_numeric_error
+from ._base import masked_error, non_numeric_error
 from ._validation import is_dask
 
 __all__ = ["check_n_features", "column_names", "is_dask", "refuse_non_numeric_columns",
@@ -23,8 +23,13 @@ def refuse_non_numeric_columns(X, name="X", *, numeric_categories):
 
     ``numeric_categories``: whether a categorical column whose categories are numbers
     counts as numeric (the e-value rows: values of a law) or not (kernel tests: scikit-
-    learn's ``validate_data`` refuses categories). Arrays and series pass unchanged.
+    learn's ``validate_data`` refuses categories). Arrays and series pass unchanged,
+    except masked arrays (numpy's, or dask arrays of masked chunks), refused here as by
+    :func:`~skdptest._base.check_input`: every later conversion would drop the mask.
     """
+    if isinstance(X, np.ma.MaskedArray) or isinstance(getattr(X, "_meta", None),
+                                                      np.ma.MaskedArray):
+        raise masked_error(name)
     dtypes = getattr(X, "dtypes", None)
     if dtypes is None or not hasattr(dtypes, "__iter__"):
         return

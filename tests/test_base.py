@@ -127,3 +127,17 @@ def test_validate_input_does_not_quote_the_data(X, match):
     assert "0.5" not in str(info.value) and "0.125" not in str(info.value)
     assert info.value.__cause__ is None  # no chained message of scikit-learn or numpy
     assert info.value.__context__ is None or info.value.__suppress_context__
+
+
+def test_masked_dask_arrays_are_refused_by_both_core_checks():
+    da = pytest.importorskip("dask.array")
+    from skdptest._dask import refuse_non_numeric_columns
+
+    X = np.arange(8.0).reshape(-1, 1)
+    masked = da.ma.masked_array(da.from_array(X, chunks=4), mask=da.from_array(X < 2, chunks=4))
+    with pytest.raises(InvalidDataError, match=r"^X is a masked array \(numpy.ma\)"):
+        check_input(masked)
+    for value in (masked, np.ma.masked_array(X)):
+        with pytest.raises(InvalidDataError, match=r"^X is a masked array"):
+            refuse_non_numeric_columns(value, "X", numeric_categories=True)
+    refuse_non_numeric_columns(da.from_array(X, chunks=4), "X", numeric_categories=True)
