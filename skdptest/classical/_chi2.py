@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils.validation import validate_data
 
-from .._base import BasePrivateTest
+from .._base import BasePrivateTest, validate_input
 from .._budget import PrivacyBudget
 from .._noise import discrete_laplace, quantise_rate
 from .._params import (
@@ -27,7 +26,8 @@ from .._params import (
     NoneValue,
     RandomState,
 )
-from .._permutation import dp_permutation_pvalue, permutation_noise
+from .._permutation import dp_permutation_pvalue, permutation_noise, privacy_xi
+from .._recorder import NoisedQuantity, NoisePlan, observe
 from ._results import ChiSquareTestResult, ClassicalTestResult
 
 __all__ = ["DPChiSquareTest", "DPContingencyTest", "contingency_distance",
@@ -81,10 +81,11 @@ def _check_labels(est, X, y, reset, n_columns):
     """Validate label data (numbers or strings, no NaN) for the estimator ``est``; return
     (X, y, the label columns)."""
     if y is None:
-        X = validate_data(est, X, reset=reset, dtype=None)
+        X = validate_input(est, X, reset=reset, numeric=False, dtype=None)
         columns = [X[:, j] for j in range(X.shape[1])]
     else:
-        X, y = validate_data(est, X, y, reset=reset, dtype=None, y_numeric=False)
+        X, y = validate_input(est, X, y, reset=reset, numeric=False, dtype=None,
+                             y_numeric=False)
         columns = [X[:, j] for j in range(X.shape[1])] + [np.asarray(y).ravel()]
     if len(columns) != n_columns:
         raise ValueError(
@@ -265,6 +266,7 @@ class DPChiSquareTest(BasePrivateTest):
         params, plan = prep.params, prep.plan
         n, k, b = prep.n_samples, len(plan.categories), params["n_resamples"]
         counts = np.bincount(plan.codes, minlength=k)
+        observe("cell counts", counts)  # grey-box audit (else a no-op)
         noisy = counts + discrete_laplace(rng, plan.rate, size=k)
         expected = n * plan.probabilities
         observed = pearson_statistic(noisy, expected)
@@ -282,6 +284,19 @@ class DPChiSquareTest(BasePrivateTest):
             method="DP chi-square goodness of fit", statistic=float(observed),
             pvalue=pvalue, alternative="two-sided", sensitivity=2.0,
             noisy_counts=tuple(int(v) for v in noisy))
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md): the cell
+        counts (L1 sensitivity 2, one draw of rate <= ε/2 per cell: scale >= 2/ε), then
+        the blocks of the simulated null (added to data-free multinomial counts:
+        sensitivity 0), one draw per block."""
+        eps, k = _epsilon(prep.params), len(prep.plan.categories)
+        blocks = -(-prep.params["n_resamples"] // max(1, _BLOCK // k))
+        return NoisePlan((
+            NoisedQuantity("cell counts", "discrete_laplace", 2.0, eps),
+            NoisedQuantity("simulated null (no data)", "discrete_laplace", 0.0, eps,
+                           draws=blocks, value=0),
+        ))
 
     def _fitted_attributes(self, prep, result):
         return {"categories_": prep.plan.categories}
@@ -492,6 +507,18 @@ class DPContingencyTest(BasePrivateTest):
             method="DP contingency independence (permutation, L1 distance)",
             statistic=math.nan, pvalue=float(pvalue), alternative="two-sided",
             sensitivity=8.0 * n)
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md): the B + 1
+        table distances floored on the grid g of the DP permutation p-value, each moving
+        by at most Δ_int = ceil(8n / g) steps, with discrete Laplace noise of rate
+        <= ε / (2 Δ_int) (factor 2: the permutation theorem pays twice). The
+        permutations are not noise."""
+        eps = _epsilon(prep.params)
+        noise = permutation_noise(8.0 * prep.n_samples, eps)
+        return NoisePlan((NoisedQuantity(
+            "permutation statistics", "discrete_laplace", noise.integer_sensitivity,
+            privacy_xi(eps, 0.0), factor=2.0, unit=noise.grid),))
 
     def _fitted_attributes(self, prep, result):
         return {"categories_": prep.plan.categories}

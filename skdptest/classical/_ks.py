@@ -17,9 +17,8 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import stats
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import validate_data
 
-from .._base import BasePrivateTest, check_numeric
+from .._base import BasePrivateTest, validate_input
 from .._budget import PrivacyBudget
 from .._noise import RATE_BITS, discrete_laplace, quantise_rate
 from .._params import (
@@ -30,7 +29,8 @@ from .._params import (
     NoneValue,
     RandomState,
 )
-from .._permutation import dp_permutation_pvalue
+from .._permutation import dp_permutation_pvalue, permutation_noise, privacy_xi
+from .._recorder import NoisedQuantity, NoisePlan, observe
 from ._results import ClassicalTestResult
 
 __all__ = ["DPKolmogorovSmirnovTest", "ks_grid_statistic", "ks_plan_noise",
@@ -341,13 +341,12 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
 
     def _validate_input(self, X, y, reset):
         if self.null is None:
-            X, y = validate_data(self, X, y, reset=reset, dtype="numeric", y_numeric=False)
+            X, y = validate_input(self, X, y, reset=reset, y_numeric=False)
         else:
             if y is not None:
                 raise ValueError("y must be None for a goodness-of-fit test (null is given); "
                                  "leave null=None for a two-sample test.")
-            X = validate_data(self, X, reset=reset, dtype="numeric")
-        X = check_numeric(X, "X")
+            X = validate_input(self, X, reset=reset)
         if self.null is not None and X.shape[1] != 1:
             raise ValueError(
                 "A goodness-of-fit DPKolmogorovSmirnovTest needs X with exactly one column "
@@ -467,12 +466,32 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
             return self._release_columns(prep, rng)
         noise, n_res = plan.noise, params["n_resamples"]
         observed = self._observed(plan, params["null"], prep.X, rng)
+        # grey-box audit (else a no-op); the same draw call noises the B simulated values
+        observe("KS statistic", observed, math.ldexp(1.0, -noise.exponent))
         draws = discrete_laplace(rng, noise.rate, size=n_res + 1)
         released = observed + int(draws[0])
         null = self._simulated(plan, rng, n_res) + draws[1:]
         pvalue = (1 + int(np.count_nonzero(null >= released))) / (n_res + 1)
         return self._result(params, plan, math.ldexp(released, -noise.exponent), pvalue,
                             self._method(plan))
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md). One column:
+        S = floor(2^e D) in steps of 2^-e, sensitivity ``noise.integer_sensitivity``,
+        by one call of B + 1 discrete Laplace draws at rate <= ε / sensitivity (the
+        first noises S, the others the B data-free simulated statistics). Several
+        columns: the B + 1 statistics of the DP permutation p-value, floored on its
+        grid, with noise of rate <= ε / (2 Δ_int) (factor 2). The tie-breaking keys
+        and the relabellings are not noise."""
+        eps, noise = min(prep.params["epsilon"], MAX_EPSILON), prep.plan.noise
+        if prep.X.shape[1] > 1:
+            perm = permutation_noise(noise.integer_sensitivity, eps)
+            return NoisePlan((NoisedQuantity(
+                "permutation statistics", "discrete_laplace", perm.integer_sensitivity,
+                privacy_xi(eps, 0.0), factor=2.0, unit=perm.grid),))
+        return NoisePlan((NoisedQuantity(
+            "KS statistic", "discrete_laplace", noise.integer_sensitivity, eps,
+            unit=math.ldexp(1.0, -noise.exponent)),))
 
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes}
