@@ -370,7 +370,7 @@ class DPContingencyTest(BasePrivateTest):
     ----------
     result_ : ClassicalTestResult
         The private result: ``pvalue`` (the release) and ``reject``; ``statistic`` is
-        NaN (no noisy statistic is released, see Notes).
+        ``None`` (no noisy statistic is released, see Notes).
     categories_ : tuple of two tuples
         The declared categories (public).
     n_features_in_ : int
@@ -505,7 +505,7 @@ class DPContingencyTest(BasePrivateTest):
             reject=bool(pvalue <= params["alpha"]), alpha=params["alpha"],
             epsilon=params["epsilon"], delta=0.0, n_samples=n,
             method="DP contingency independence (permutation, L1 distance)",
-            statistic=math.nan, pvalue=float(pvalue), alternative="two-sided",
+            statistic=None, pvalue=float(pvalue), alternative="two-sided",
             sensitivity=8.0 * n)
 
     def _noise_plan(self, prep):

@@ -260,7 +260,7 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
     ordered by (value, key), the keys shared); its sensitivity is unchanged, but its null
     law depends on the columns' dependence, so the p-value is the DP permutation p-value
     of Kim and Schrab (``skdptest._permutation``: B relabellings of the rows, noise of
-    twice the scale, only the p-value released; ``statistic`` is then NaN).
+    twice the scale, only the p-value released; ``statistic`` is then ``None``).
 
     Validity (Monte Carlo-exact at every n). Two-sample: each row gets an independent
     uniform tie-breaking key (a random permutation of 1..N), and the rows are ordered by
@@ -457,7 +457,7 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
         pvalue, _ = dp_permutation_pvalue(stat.astype(np.float64),
                                           plan.noise.integer_sensitivity,
                                           min(params["epsilon"], MAX_EPSILON), 0.0, rng)
-        return self._result(params, plan, math.nan, pvalue,
+        return self._result(params, plan, None, pvalue,
                             self._method(plan) + " (max over columns, DP permutation)")
 
     def _release(self, prep, rng):

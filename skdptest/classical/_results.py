@@ -30,10 +30,11 @@ class ClassicalTestResult(TestResult):
         Number of rows (public).
     method : str
         Name of the procedure.
-    statistic : float
+    statistic : float or None
         The private release: the noisy statistic (the statistic plus noise
         calibrated to its sensitivity); the p-value is a function of it and of
-        public quantities only.
+        public quantities only. ``None`` for the tests that release their p-value
+        only (DP permutation p-values, whose noisy statistics are not released).
     pvalue : float
         Valid p-value of the null hypothesis, computed from ``statistic``
         (exact or Monte Carlo-exact; each estimator's docstring says which).
@@ -44,7 +45,7 @@ class ClassicalTestResult(TestResult):
         neighbouring relation (public).
     """
 
-    statistic: float
+    statistic: float | None
     pvalue: float
     alternative: str
     sensitivity: float
