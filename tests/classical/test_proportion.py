@@ -10,7 +10,7 @@ from scipy import optimize, stats
 
 from skdptest import DPBinomialTest, PrivacyBudget
 from skdptest.classical._proportion import tulap_rate
-from skdptest.classical._tulap import binomial_pvalue, tulap_cdf, tulap_log_pdf
+from skdptest.classical._tulap import _centre_of, binomial_pvalue, tulap_cdf, tulap_log_pdf
 
 
 def _column(bits):
@@ -35,7 +35,7 @@ def _exact_rejection(n, theta0, rate, alpha, alternative, theta):
         return float(np.sum(pmf * tulap_cdf(x - optimize.brentq(p, -span, span), rate)))
     if alternative == "less":
         return float(np.sum(pmf * tulap_cdf(optimize.brentq(p, -span, span) - x, rate)))
-    top = optimize.minimize_scalar(lambda z: -p(z), bounds=(-1, n + 1), method="bounded").x
+    top = _centre_of(n, float(theta0), rate)[0]  # where p = 1
     c1, c2 = optimize.brentq(p, -span, top), optimize.brentq(p, top, span)
     return float(np.sum(pmf * (tulap_cdf(c1 - x, rate) + tulap_cdf(x - c2, rate))))
 
@@ -171,3 +171,67 @@ def test_solve_n_plans_the_binomial_test():
     # exact UMP power reaches 0.8 at n = 42 (0.73 at 36, 0.85 at 48); the Monte Carlo
     # answer (60 repeats per n) has error
     assert 28 <= int(sol.value) <= 64
+
+
+# ---------------------------------------------------------------------------------------
+# Validity grid (slow): for a binomial count the level is computed EXACTLY per cell (no
+# Monte Carlo error), so "type-I <= α + 2 SE" becomes "= α to 1e-9" for every cell.
+# ---------------------------------------------------------------------------------------
+
+_GRID = [(n, theta0, eps) for n in (10, 40, 300) for theta0 in (0.01, 0.1, 0.3, 0.5, 0.9, 0.99)
+         for eps in (0.1, 1.0, 10.0)]
+
+
+def _mutant_pvalue(z, n, theta0, rate, alternative):
+    """The published off-by-one: the sum stops at x = n − 1."""
+    x = np.arange(n)
+    return float(np.sum(stats.binom.pmf(x, n, theta0) * tulap_cdf(x - z, rate)))
+
+
+def _level_grid(pvalue, alternatives, cells):
+    worst = []
+    for n, theta0, eps in cells:
+        rate = tulap_rate(eps)
+        for alt in alternatives:
+            worst.append(_exact_rejection_with(pvalue, n, theta0, rate, 0.05, alt))
+    return np.array(worst)
+
+
+def _exact_rejection_with(pvalue, n, theta0, rate, alpha, alternative):
+    x = np.arange(n + 1)
+    pmf = stats.binom.pmf(x, n, theta0)
+    span = n + 80.0 / rate + 10
+
+    def p(z):
+        return pvalue(z, n, theta0, rate, alternative) - alpha
+
+    if alternative == "greater":
+        return float(np.sum(pmf * tulap_cdf(x - optimize.brentq(p, -span, span), rate)))
+    return _exact_rejection(n, theta0, rate, alpha, alternative, theta0)
+
+
+@pytest.mark.slow
+def test_validity_grid_exact_level_every_cell():
+    assert len(_GRID) >= 50
+    levels = _level_grid(binomial_pvalue, ("greater", "less", "two-sided"), _GRID)
+    assert np.all(np.abs(levels - 0.05) <= 1e-8)
+    # the off-by-one mutant through the same grid function is caught (θ0 = 0.9, 0.99)
+    mutant = _level_grid(_mutant_pvalue, ("greater",), _GRID)
+    assert np.max(mutant) > 0.1
+
+
+@pytest.mark.slow
+def test_validity_grid_simulated_fits():
+    """End to end: fits of the estimator on Bernoulli(θ0) rows. The per-cell guarantee is
+    the exact grid above (level = α exactly); here the true level is α in every cell, so
+    a 2 SE bound per cell would fail about 2.3 % of cells by chance: cells are held to
+    3 SE (a union bound over the 18 cells) and the pooled rate to 2 SE."""
+    rng = np.random.default_rng(11)
+    alpha, reps, rejections, total = 0.05, 150, 0, 0
+    for n, theta0, eps in _GRID[::3]:
+        r = sum(DPBinomialTest(null_proportion=theta0, alternative="greater", epsilon=eps,
+                               random_state=rng).fit(_column(rng.binomial(1, theta0, n)))
+                .result_.reject for _ in range(reps))
+        assert r / reps <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps)
+        rejections, total = rejections + r, total + reps
+    assert rejections / total <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / total)
