@@ -53,6 +53,7 @@ Norm bound: ``sqrt(c)`` is the L2 norm over relabellings of the vectors whose no
 
 from __future__ import annotations
 
+import contextvars
 import math
 import sys
 import time
@@ -278,16 +279,27 @@ def map_in_threads(func, items, n_jobs):
     """
     if n_jobs is None or n_jobs == 1 or len(items) <= 1:
         return [func(item) for item in items]
-    from joblib import Parallel, delayed
+    from joblib import Parallel
+
 
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl ships with scikit-learn
         threadpool_limits = None
     if threadpool_limits is None:  # pragma: no cover
-        return Parallel(n_jobs=n_jobs, prefer="threads")(delayed(func)(i) for i in items)
+        return Parallel(n_jobs=n_jobs, prefer="threads")(_in_context(func, items))
     with threadpool_limits(limits=1, user_api="blas"):
-        return Parallel(n_jobs=n_jobs, prefer="threads")(delayed(func)(i) for i in items)
+        return Parallel(n_jobs=n_jobs, prefer="threads")(_in_context(func, items))
+
+
+def _in_context(func, items):
+    """joblib tasks running ``func(item)`` each in a copy of the caller's context:
+    joblib's threads do not inherit it, and numpy's error state ("ignore" after the
+    charge) is a context variable."""
+    from joblib import delayed
+
+    # copied here, on the calling thread (joblib may consume a generator from a worker)
+    return [delayed(contextvars.copy_context().run)(func, item) for item in items]
 
 
 def same_stream(rng, n_copies):

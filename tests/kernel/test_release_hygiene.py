@@ -327,3 +327,18 @@ def test_defaults_and_honoured_parameters_do_not_warn():
         DPMMDTest(random_state=0, n_permutations=19, n_jobs=2).fit(X, np.arange(30) % 2)
         DPMMDTest(random_state=0, method="features", n_components=8,
                   feature_map="squared", n_permutations=19).fit(X, np.arange(30) % 2)
+
+
+def test_aggregate_bandwidth_threads_inherit_the_quiet_error_state():
+    # joblib's threads (n_jobs) do not inherit the caller's context by themselves
+    from skdptest.kernel._bandwidth import map_in_threads
+
+    def log_of_zero(i):
+        return float(np.log(np.zeros(1))[0]) + i
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="ignore"):
+            assert map_in_threads(log_of_zero, [0, 1, 2, 3], 2) == [-np.inf] * 4
+        with pytest.raises(RuntimeWarning, match="divide by zero"):  # the state is the caller's
+            map_in_threads(log_of_zero, [0, 1], 2)
