@@ -21,7 +21,8 @@ from .._params import (
     Options,
     RandomState,
 )
-from ._proportion import MIN_EPSILON, tulap_rate
+from .._recorder import NoisedQuantity, NoisePlan, observe
+from ._proportion import MAX_RATE, MIN_EPSILON, tulap_rate
 from ._results import ClassicalTestResult
 from ._tulap import binomial_log_pvalue, tulap_cdf
 
@@ -392,6 +393,7 @@ class DPSubsampleAggregateTest(BasePrivateTest):
             y = None if prep.y is None else np.asarray(prep.y)[rows]
             p = _pvalue_of(test, _split(prep.X[rows], y, params["design"], plan["classes"]))
             count += int(p <= a0)  # NaN compares False: no rejection
+        observe("rejection count", count)  # grey-box audit (else a no-op)
         z = tulap(rng, plan["rate"], shift=count)
         pvalue = math.exp(binomial_log_pvalue(z, m, a0, plan["rate"], "greater"))
         return ClassicalTestResult(
@@ -400,6 +402,14 @@ class DPSubsampleAggregateTest(BasePrivateTest):
             epsilon=params["epsilon"], delta=0.0, n_samples=n,
             method="DP subsample-and-aggregate (test of tests, Tulap)",
         )
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md): the number
+        of rejecting subsets, sensitivity 1 (one row lies in one subset), by the discrete
+        Laplace part of the Tulap noise at rate <= ε (capped at MAX_RATE, as the release
+        is). The random split is not noise."""
+        return NoisePlan((NoisedQuantity("rejection count", "discrete_laplace", 1.0,
+                                         min(prep.params["epsilon"], MAX_RATE)),))
 
     def _fitted_attributes(self, prep, result):
         plan = prep.plan

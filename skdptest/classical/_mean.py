@@ -38,6 +38,7 @@ from .._params import (
     Options,
     RandomState,
 )
+from .._recorder import NoisedQuantity, NoisePlan, observe
 from ._results import BoundedMeanResult
 
 __all__ = ["DPBoundedMeanTest", "group_differences", "wealth_pvalue"]
@@ -599,6 +600,7 @@ class DPBoundedMeanTest(BasePrivateTest):
         bet, alternative = plan.bet, params["alternative"]
         y = self._centred(prep, rng)
         stat = int(wealth_statistic(y, bet, alternative))
+        observe("wealth statistic", stat, bet.grid)  # grey-box audit (else a no-op)
         release = stat + discrete_laplace(rng, bet.rate)
         pvalue = wealth_pvalue(release, bet.grid, bet.rate)
         return BoundedMeanResult(
@@ -610,6 +612,16 @@ class DPBoundedMeanTest(BasePrivateTest):
             null_mean=params["null_mean"], bet=float(bet.bet), grid=float(bet.grid),
             group_sizes=plan.sizes,
         )
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md): the integer
+        statistic T, in steps of the grid h, sensitivity ``bet.sensitivity`` steps, by
+        discrete Laplace noise at rate <= ε / sensitivity. The random pairing of two
+        groups is not noise."""
+        bet = prep.plan.bet
+        return NoisePlan((NoisedQuantity("wealth statistic", "discrete_laplace",
+                                         float(bet.sensitivity), prep.params["epsilon"],
+                                         unit=bet.grid),))
 
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes}

@@ -11,6 +11,7 @@ from .._base import BasePrivateTest, check_numeric
 from .._budget import PrivacyBudget
 from .._noise import quantise_rate, tulap
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options, RandomState
+from .._recorder import NoisedQuantity, NoisePlan, observe
 from ._results import ClassicalTestResult
 from ._tulap import binomial_log_pvalue
 
@@ -164,6 +165,7 @@ class DPBinomialTest(BasePrivateTest):
     def _release(self, prep, rng):
         params, rate, n = prep.params, prep.plan, prep.n_samples
         count = int(np.count_nonzero(prep.X[:, 0]))
+        observe("count", count)  # grey-box audit (else a no-op)
         z = tulap(rng, rate, shift=count)
         log_p = binomial_log_pvalue(z, n, params["null_proportion"], rate,
                                     params["alternative"])
@@ -174,6 +176,13 @@ class DPBinomialTest(BasePrivateTest):
             epsilon=params["epsilon"], delta=0.0, n_samples=n,
             method="DP binomial test (Tulap)",
         )
+
+    def _noise_plan(self, prep):
+        """What a fit noises (the grey-box audit hook, doc/contributing.md): the count of
+        ones, sensitivity 1, by the discrete Laplace part of the Tulap noise at rate <= ε
+        (capped at MAX_RATE, as the release is; the uniform part is data-independent)."""
+        return NoisePlan((NoisedQuantity("count", "discrete_laplace", 1.0,
+                                         min(prep.params["epsilon"], MAX_RATE)),))
 
     def _score_value(self, result):
         # −log p; a p-value that underflows to 0 scores as the smallest float's.
