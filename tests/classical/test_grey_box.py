@@ -138,54 +138,49 @@ def test_every_public_estimator_declares_its_noise_and_passes(cls):
 
 # -- the classical releases: declarations attained, halved noise flagged ---------------------
 
-_CLASSICAL = {  # name: (class, extra keyword arguments, X0, X1, y0, y1) or None (NEIGHBOURS)
+# The classical releases and variants: (class, keyword arguments added to its CASES and
+# NEIGHBOURS ones); their neighbours are NEIGHBOURS' unless _DATA gives others.
+_CLASSICAL = {
     "binomial": (skdptest.DPBinomialTest, {}),
     "aggregate": (skdptest.DPSubsampleAggregateTest, {}),
     "mean": (skdptest.DPBoundedMeanTest, {"bet": 0.5}),
     "mean, greater": (skdptest.DPBoundedMeanTest, {"bet": 0.5, "alternative": "greater"}),
+    "mean, two groups": (skdptest.DPBoundedMeanTest,
+                         {"bet": 0.5, "null_mean": None, "alternative": "greater"}),
     "chi-square": (skdptest.DPChiSquareTest, {}),
     "contingency": (skdptest.DPContingencyTest, {}),
     "KS two-sample": (skdptest.DPKolmogorovSmirnovTest, {}),
+    "KS goodness of fit": (skdptest.DPKolmogorovSmirnovTest, {"null": stats.norm()}),
+    "KS several columns": (skdptest.DPKolmogorovSmirnovTest, {}),
 }
 
-# Other data for some variants (X0, X1, y0, y1): the goodness-of-fit KS test (one value
-# from the left tail of the null to the right one), the several-column KS test, two groups.
 _ks_cols = np.c_[np.arange(20.0), np.arange(20.0)]
 _groups_x = np.r_[np.full(10, 0.0), np.full(10, 5.0)].reshape(-1, 1)
-_DATA = {
-    "KS goodness of fit": (_column(np.full(20, -3.0)),
-                           _replaced(_column(np.full(20, -3.0)), 0, 3.0), None, None),
-    "KS several columns": (_ks_cols, _replaced(_ks_cols, 0, 100.0),
-                           np.repeat([0, 1], 10), np.repeat([0, 1], 10)),
+_DATA = {  # (X0, X1, y0, y1)
     # group 0's row 0 from a to b against a block of group 1 at b: D from a − b to 0, the
     # steep end of the bet on "greater"
     "mean, two groups": (_replaced(_groups_x, 0, -5.0), _replaced(_groups_x, 0, 5.0),
                          np.repeat([0, 1], 10), np.repeat([0, 1], 10)),
+    # one value from the left tail of the null to the right one
+    "KS goodness of fit": (_column(np.full(20, -3.0)),
+                           _replaced(_column(np.full(20, -3.0)), 0, 3.0), None, None),
+    "KS several columns": (_ks_cols, _replaced(_ks_cols, 0, 100.0),
+                           np.repeat([0, 1], 10), np.repeat([0, 1], 10)),
 }
-_CLASSICAL.update({
-    "KS goodness of fit": (skdptest.DPKolmogorovSmirnovTest, {"null": stats.norm()}),
-    "KS several columns": (skdptest.DPKolmogorovSmirnovTest, {}),
-    "mean, two groups": (skdptest.DPBoundedMeanTest,
-                         {"bet": 0.5, "null_mean": None, "alternative": "greater"}),
-})
 
 
-def _classical(name, cls=None):
+def _grey(name, cls=None):
+    """The grey-box audit of the variant ``name`` (of ``cls``, a mutant, if given)."""
     base, extra = _CLASSICAL[name]
     cls = cls or base
     kwargs = {**CASES[base.__name__][0], **NEIGHBOURS[base.__name__][0], **extra}
     X0, X1, y0, y1 = _DATA.get(name, NEIGHBOURS[base.__name__][1:])
-    return (lambda seed: cls(**kwargs, random_state=seed)), X0, X1, y0, y1
-
-
-def _grey(name, cls=None, make=None):
-    factory, X0, X1, y0, y1 = _classical(name, cls)
-    return grey_box_audit(make or factory, X0, X1, y0=y0, y1=y1, n_replays=2,
-                          random_state=0)
+    return grey_box_audit(lambda seed: cls(**kwargs, random_state=seed), X0, X1, y0=y0,
+                          y1=y1, n_replays=2, random_state=0)
 
 
 # Attained share of the declared sensitivity on these neighbours (measured / declared):
-# the counts, the KS statistics and the rank-like integers move by their full sensitivity;
+# the counts and the KS statistics move by their full sensitivity;
 # the bet's integer by all but the floors' margin; χ² counts by 1 per cell (L1: 2); the
 # contingency distances by 76 of the 8n = 96 units of the permuted tables' bound.
 _ATTAINED = {"binomial": 1.0, "aggregate": 1.0,
@@ -211,11 +206,12 @@ def test_classical_declarations_are_attained(name):
 def test_chi_square_counts_move_by_their_l1_sensitivity():
     # the audit measures the largest change of one cell (1); the noise is set by the L1
     # change of the count vector, 2, which one replaced row attains
-    factory, X0, X1, _, _ = _classical("chi-square")
+    _, X0, X1, _, _ = NEIGHBOURS["DPChiSquareTest"]
+    kwargs = {**CASES["DPChiSquareTest"][0], **NEIGHBOURS["DPChiSquareTest"][0]}
     counts = []
     for X in (X0, X1):
         with recording() as rec:
-            factory(3).fit(X)
+            skdptest.DPChiSquareTest(**kwargs, random_state=3).fit(X)
         (value, unit), = rec.observations["cell counts"]
         counts.append(np.asarray(value, dtype=np.int64))
     assert np.abs(counts[0] - counts[1]).sum() == 2
