@@ -193,3 +193,49 @@ def test_type_one_error_at_accepted_far_locations(sigma):
         rejections += PrivateEProcess(P, Q, epsilon=1.0, alpha=alpha,
                                       random_state=seed).fit(X).decision()
     assert rejections / runs <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / runs)
+
+
+@pytest.mark.parametrize("schedule", [[10**12], [50, 10**10], np.array([10**12])])
+def test_huge_schedule_refused_before_the_charge(schedule):
+    budget = PrivacyBudget(10.0)
+    est = PrivateEProcess(stats.norm(0, 1), stats.norm(1, 1), schedule=schedule,
+                          budget=budget)
+    _assert_refused_before_charge(est, np.zeros((5, 1)), budget, r"schedule must be .*at most")
+
+
+def test_large_batch_buffers_only_the_rows_received():
+    # a batch of 10**9 rows is accepted; its buffer holds the rows given so far (a
+    # schedule of 10**12 used to allocate terabytes at the first chunk, after the charge)
+    est = PrivateEProcess(stats.norm(0, 1), stats.norm(1, 1), schedule=[10**9],
+                          random_state=0)
+    for _ in range(3):
+        est.partial_fit(np.zeros((100, 1)))
+    state = est._stream.state
+    assert state.filled == 300 and state.buffer.shape[0] <= 1024
+    assert est.result_.n_samples == 0
+
+
+def test_buffered_batches_give_the_same_release_as_one_chunk():
+    X = np.random.default_rng(3).normal(0.5, 1, size=(400, 1))
+    laws = (stats.norm(0, 1), stats.norm(0.5, 1))
+    whole = PrivateEProcess(*laws, schedule=[150, 250], random_state=4).fit(X).result_
+    est = PrivateEProcess(*laws, schedule=[150, 250], random_state=4)
+    for start in range(0, 400, 7):
+        est.partial_fit(X[start:start + 7])
+    assert est.result_ == whole
+
+
+@pytest.mark.parametrize("cls, kwargs, match", [
+    (PrivateEValueTest, {"statistic": "exact", "bet": 0.5}, r"bet=0\.5 is ignored"),
+    (PrivateEProcess, {"rho": 2.0}, r"rho=2\.0 is ignored unless schedule='paper'"),
+    (PrivateEValueTest, {"epsilon": 1000.0}, r"computed at epsilon=512"),
+    (PrivateEProcess, {"epsilon": 1000.0}, r"computed at epsilon=512"),
+])
+def test_ignored_or_overridden_parameters_warn(cls, kwargs, match):
+    from skdptest import PrivacyLeakWarning
+
+    X = np.random.default_rng(0).binomial(1, 0.5, size=(60, 1))
+    with pytest.warns(PrivacyLeakWarning, match=match) as record:
+        cls(stats.bernoulli(0.3), stats.bernoulli(0.6), random_state=0, **kwargs).fit(X)
+    assert all(r.filename == __file__ for r in record if issubclass(r.category,
+                                                                     PrivacyLeakWarning))
