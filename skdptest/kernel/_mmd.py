@@ -815,10 +815,11 @@ def fitting_routes(routes, limit):
 
 def _with_median_and_data(memory, params, n, n_features):
     """A release's plan with the private median (it runs first, its arrays freed
-    before the statistics) and a float64 copy of the validated data."""
+    before the statistics), a float64 copy of the validated data and 1 MiB of small
+    arrays and Python objects (the group codes, the noise, the result)."""
     if uses_private_median(params["kernel"], params["kernel_params"]):
         memory = max(memory, median_memory_bytes(n))
-    return memory + 16 * n * (n_features + 1)
+    return memory + 16 * n * (n_features + 1) + 2**20
 
 
 def warn_ignored(estimator, params, ignored):
