@@ -924,7 +924,11 @@ class DPHSICTest(BasePrivateTest):
     alpha : float, default=0.05
         Level of the test.
     n_permutations : int, default=2000
-        Number B of random re-pairings, in [1, 10**6].
+        Number B of random re-pairings, in [1, 10**6]. With ``cyclic`` in force
+        (``cyclic=True``, or "auto" with the bandwidth aggregate) the n - 1 cyclic
+        shifts are used instead, and a value other than the default raises
+        :class:`~skdptest.PrivacyLeakWarning` (so do ``n_jobs``, ``n_components``,
+        ``feature_map`` and the kernel bounds where the chosen route ignores them).
     cyclic : bool or "auto", default="auto"
         "auto": True when the bandwidth aggregate is used (its 361 bandwidth
         pairs are cheap by FFT only; B = n - 1, so n >= 20 is needed to reject
@@ -935,13 +939,14 @@ class DPHSICTest(BasePrivateTest):
         under H0 is invariant under each shift), computed by FFT in
         O(n^2 log n) in total instead of O(n^2 B).
     max_memory : int, default=4 * 2**30
-        Public limit, in bytes, on the estimated peak memory of a release (see
-        :func:`hsic_memory_bytes`: the exact permutation path holds a float32
-        copy of L, ``4 n^2`` bytes, plus ``4 n (B + 1)`` for the permutations and
-        O(n) block temporaries: n = 20 000, B = 2000 plans 1.89 GiB; the cyclic
-        and aggregate paths hold float64 n x n matrices, ``24 n^2`` and more). A
-        larger fit is refused before the budget is charged, with the estimate
-        for ``cyclic=True``.
+        Public limit, in bytes, on the planned peak memory of a release, an
+        upper bound (see :func:`hsic_memory_bytes`: the exact permutation path
+        holds a float32 copy of L, ``4 n^2`` bytes, plus ``4 n (B + 1)`` for the
+        permutations and O(n) block temporaries: n = 20 000, B = 2000 plans
+        1.89 GiB; the cyclic path float64 n x n matrices, ``24 n^2`` and more;
+        the aggregate, ``hsic_aggregate_memory_bytes``, the spectra of its 19 y
+        Gram matrices, about ``152 n^2``). A larger fit is refused before the
+        budget is charged, naming the routes that fit.
     n_jobs : int, default=None
         Threads (joblib) over the x bandwidths of the aggregate (BLAS capped
         at one thread per worker); -1 uses all cores. The release does not

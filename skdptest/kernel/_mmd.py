@@ -915,14 +915,18 @@ class DPMMDTest(BasePrivateTest):
     n_permutations : int, default=2000
         Number B of random relabellings, in [1, 10**6].
     max_memory : int, default=4 * 2**30
-        Public limit, in bytes, on the estimated peak memory of a release
-        (see :func:`mmd_memory_bytes`; about 1 GiB at most with the default
-        internal chunk sizes, more for huge N or many groups). A fit that
-        would need more is refused before the budget is charged.
+        Public limit, in bytes, on the planned peak memory of a release, an
+        upper bound (see :func:`mmd_memory_bytes`; about 1 GiB at most with the
+        default internal chunk sizes, more for huge N or many groups). A fit
+        that would need more is refused before the budget is charged, naming
+        the routes that fit.
     n_jobs : int, default=None
         Threads (joblib) over the bandwidths of the aggregate (BLAS capped at
         one thread per worker); -1 uses all cores. The release does not
-        depend on it: every value is computed by the same calls.
+        depend on it: every value is computed by the same calls. Set without
+        the aggregate (or ``n_components``/``feature_map`` with
+        ``method="exact"``, ``kernel_bound`` with ``method="features"``), it is
+        ignored and raises :class:`~skdptest.PrivacyLeakWarning`.
     verbose : {0, 1}, default=0
         1 prints the aggregate's progress (bandwidths done, elapsed, ETA) and a
         hint on ``n_jobs`` to stderr; nothing derived from the data.
