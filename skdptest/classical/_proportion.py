@@ -99,8 +99,9 @@ class DPBinomialTest(BasePrivateTest):
     function of the count, φ(x) = F(|x − k| − s), is not the law of any function of one
     Tulap release (its deconvolution by the discrete Laplace law is negative at the
     kink), so no p-value of Z can realise it; the two-sided test here is the unbiased
-    test of Z satisfying the same two conditions, and loses a little power against it
-    (see benchmarks/classical_power_binomial.py).
+    test of Z satisfying the same two conditions; in the benchmark designs its power is
+    within 5e-5 of the count-domain UMPU's at the n giving 80 % power (same n;
+    benchmarks/classical_power_binomial.py).
 
     The running time depends on n and on Z only (the p-value's root search), never on
     the data beyond the release.
