@@ -1,5 +1,6 @@
 """skdptest: differentially private hypothesis tests with scikit-learn conventions."""
 
+from ._base import InvalidDataError
 from ._budget import (
     BudgetExceededError,
     LedgerEntry,
@@ -13,6 +14,7 @@ from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
 from .classical import (
     BoundedMeanResult,
     ChiSquareTestResult,
+    ClassicalTestResult,
     DPBinomialTest,
     DPBoundedMeanTest,
     DPChiSquareTest,
@@ -41,6 +43,7 @@ __all__ = [
     "BoundedMeanResult",
     "BudgetExceededError",
     "ChiSquareTestResult",
+    "ClassicalTestResult",
     "DPBinomialTest",
     "DPBoundedMeanTest",
     "DPChiSquareTest",
@@ -56,6 +59,7 @@ __all__ = [
     "EValueResult",
     "FixedRandomStateWarning",
     "GeneralizedThresholdMechanism",
+    "InvalidDataError",
     "InvalidParameterError",
     "LedgerEntry",
     "LedgerError",

@@ -7,12 +7,13 @@ from ._ks import DPKolmogorovSmirnovTest
 from ._mannwhitney import DPMannWhitneyTest
 from ._mean import DPBoundedMeanTest
 from ._proportion import DPBinomialTest
-from ._results import BoundedMeanResult, ChiSquareTestResult
+from ._results import BoundedMeanResult, ChiSquareTestResult, ClassicalTestResult
 from ._wilcoxon import DPWilcoxonTest
 
 __all__ = [
     "BoundedMeanResult",
     "ChiSquareTestResult",
+    "ClassicalTestResult",
     "DPBinomialTest",
     "DPBoundedMeanTest",
     "DPChiSquareTest",
