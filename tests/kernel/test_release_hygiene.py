@@ -342,3 +342,16 @@ def test_aggregate_bandwidth_threads_inherit_the_quiet_error_state():
             assert map_in_threads(log_of_zero, [0, 1, 2, 3], 2) == [-np.inf] * 4
         with pytest.raises(RuntimeWarning, match="divide by zero"):  # the state is the caller's
             map_in_threads(log_of_zero, [0, 1], 2)
+
+
+def test_extreme_rows_on_the_blocked_mmd_path(monkeypatch, spy):
+    # kernel blocks evaluated on the fly (the path of large N), forced at N = 16
+    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 64)
+    monkeypatch.setattr(mmd_mod, "PREFETCH_KERNEL_BYTES", 64)
+    monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", 5)
+    make = ROUTES["mmd exact"]
+    _fit_quietly(make, X0, Y0)
+    base, sensitivity, abs_error, _ = spy[-1]
+    for _, _, X, Y in _neighbours("mmd exact"):
+        _fit_quietly(make, X, Y)
+        assert np.max(np.abs(spy[-1][0] - base)) <= sensitivity + 2 * abs_error
