@@ -25,7 +25,7 @@ from .._params import (
     validate_parameters,
 )
 from .._recorder import NoisedQuantity, NoisePlan
-from .._warnings import warn_leak
+from .._warnings import find_stack_level, warn_leak
 from ._cache import _cached
 from ._exact import exact_model
 from ._laws import check_law, make_laws
@@ -472,7 +472,7 @@ def warn_default_laws(params, n_features):
             "Unless X is standardised under the null, pass the laws of your rows "
             "(e.g. PrivateEValueTest(scipy.stats.norm(0, 1), scipy.stats.norm(0.5, 1))).",
             UserWarning,
-            stacklevel=4,
+            stacklevel=find_stack_level(),  # the user's line, not the package's
         )
 
 

@@ -88,8 +88,9 @@ def _without_values(exc):
     text = str(exc)
     if text.startswith("Expected 2D array"):
         return ValueError(
-            "Expected a 2D array (n_samples, n_features), got a 1D array: reshape it with "
-            "X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one sample."
+            "Expected 2D array, got 1D array instead (X must be (n_samples, n_features)): "
+            "reshape it with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one "
+            "sample."
         )
     if "could not convert" in text or "Complex data" in text or "not compatible with" in text \
             or "\n" in text:

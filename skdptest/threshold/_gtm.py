@@ -24,6 +24,7 @@ from .._params import (
     RandomState,
 )
 from .._recorder import NoisedQuantity, NoisePlan
+from .._warnings import find_stack_level
 from ._mechanisms import (
     GaussianThresholdQuery,
     NoisyThresholdQuery,
@@ -504,7 +505,7 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
                     f"{'' if sp.direction == 1 else '*theta'} = {1.0 / mean:g}: the "
                     "expected number of evaluations of this step is infinite.",
                     RuntimeWarning,
-                    stacklevel=5,  # the caller of fit
+                    stacklevel=find_stack_level(),  # the user's line
                 )
         # Refusals of wrapped estimators run on the data now, before the charge (a draw
         # refused after it would tell neighbours apart); they release only a refusal.
