@@ -48,6 +48,7 @@ def limit_blas():
     """
     with _LIMIT_LOCK:
         if _LIMIT["depth"] == 0:
+            _free_openblas_control()
             _LIMIT["limiter"] = _controller().limit(limits=1, user_api="blas")
         _LIMIT["depth"] += 1
     try:
@@ -56,8 +57,29 @@ def limit_blas():
         with _LIMIT_LOCK:
             _LIMIT["depth"] -= 1
             if _LIMIT["depth"] == 0:
+                _free_openblas_control()
                 _LIMIT["limiter"].restore_original_limits()
                 _LIMIT["limiter"] = None
+                _free_openblas_control()
+
+
+def _free_openblas_control():
+    """Let the calling thread change OpenBLAS's thread count.
+
+    threadpoolctl >= 3.8 gives OpenBLAS's process-wide pool to one "controlling"
+    thread, the first to set it, until that thread's paired ``with`` block ends; the
+    others' changes are silently dropped. This module's limits are shared by every
+    thread and serialised under ``_LIMIT_LOCK``, and the thread that set one may be a
+    kept worker that never exits: without this, the first limit set on a worker left
+    every later limit of the main thread without effect, and dpMMD's values depended
+    on the thread count.
+    """
+    import threadpoolctl
+
+    controller = getattr(threadpoolctl, "OpenBLASController", None)
+    clear = getattr(controller, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
 
 
 def blas_threads():

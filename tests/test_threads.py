@@ -97,3 +97,24 @@ def test_overlapping_blas_limits_restore_the_original_counts():
         for w in workers:
             w.join()
         assert _threads.blas_threads() == 2
+
+
+def test_a_limit_set_on_a_kept_worker_does_not_disable_later_limits():
+    # threadpoolctl >= 3.8 gives OpenBLAS's shared pool to the first thread that sets it;
+    # a kept worker never exits, so a limit first set there used to leave every later limit
+    # of the main thread without effect (dpMMD's values then depended on the thread count).
+    before = _threads.blas_threads()
+
+    def on_worker():
+        with _threads.limit_blas():
+            return _threads.blas_threads()
+
+    worker = threading.Thread(target=lambda: results.append(on_worker()))
+    results = []
+    worker.start()
+    worker.join()
+    kept = _threads._executor(1).submit(on_worker).result()  # a kept, live worker
+    assert results == [1] and kept == 1
+    with _threads.limit_blas():
+        assert _threads.blas_threads() == 1
+    assert _threads.blas_threads() == before
