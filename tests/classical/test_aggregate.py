@@ -257,9 +257,9 @@ def _aggregate_cells():
     return cells
 
 
-def _aggregate_grid(reps, wrap=lambda f: f, cells=None):
+def _aggregate_grid(reps, wrap=lambda f: f, cells=None, seed=2024):
     """Rejection counts per cell and pooled, with the inner test wrapped by ``wrap``."""
-    rng = np.random.default_rng(2024)
+    rng = np.random.default_rng(seed)
     out = []
     for kind, law, n, m, a0, eps in cells or _aggregate_cells():
         rej = 0
@@ -286,11 +286,19 @@ def test_validity_grid_every_cell_and_pooled_with_mutant():
     assert len(cells) >= 50
     reps, alpha = 120, 0.05
     counts = _aggregate_grid(reps)
-    # the level is at most α in every cell (the inner tests are valid, often
+    # The level is at most α in every cell (the inner tests are valid, often
     # conservative). A test exact at α exceeds α + 2 SE in about 2.3 % of cells by
-    # chance (over 54 cells, about one): cells are held to α + 3 SE (a union bound),
-    # the pooled rate to α + 2 SE
-    assert np.all(counts / reps <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps))
+    # chance (over 54 cells, about one), so a cell above α + 2 SE is run again on ten
+    # times the replicates with a fresh seed and fails only if it is above α + 2 SE
+    # again (the rule of the rank and distribution grids); the pooled rate has no
+    # second stage.
+    def above(k, r):
+        return k / r > alpha + 2 * math.sqrt(alpha * (1 - alpha) / r)
+
+    first = [cell for cell, k in zip(cells, counts, strict=True) if above(k, reps)]
+    if first:
+        again = _aggregate_grid(10 * reps, cells=first, seed=2025)
+        assert not [c for c, k in zip(first, again, strict=True) if above(k, 10 * reps)]
     total = reps * len(cells)
     assert counts.sum() / total <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / total)
 

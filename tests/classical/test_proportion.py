@@ -220,18 +220,29 @@ def test_validity_grid_exact_level_every_cell():
     assert np.max(mutant) > 0.1
 
 
+def _simulated_cell(n, theta0, eps, reps, rng):
+    return sum(DPBinomialTest(null_proportion=theta0, alternative="greater", epsilon=eps,
+                              random_state=rng).fit(_column(rng.binomial(1, theta0, n)))
+               .result_.reject for _ in range(reps))
+
+
 @pytest.mark.slow
 def test_validity_grid_simulated_fits():
     """End to end: fits of the estimator on Bernoulli(θ0) rows. The per-cell guarantee is
     the exact grid above (level = α exactly); here the true level is α in every cell, so
-    a 2 SE bound per cell would fail about 2.3 % of cells by chance: cells are held to
-    3 SE (a union bound over the 18 cells) and the pooled rate to 2 SE."""
+    a 2 SE bound per cell fails about 2.3 % of cells by chance: a cell above α + 2 SE is
+    run again on ten times the replicates with a fresh seed and fails only if it is above
+    α + 2 SE again (the rule of the other grids); the pooled rate is held to 2 SE."""
     rng = np.random.default_rng(11)
     alpha, reps, rejections, total = 0.05, 150, 0, 0
+
+    def above(k, r):
+        return k / r > alpha + 2 * math.sqrt(alpha * (1 - alpha) / r)
+
     for n, theta0, eps in _GRID[::3]:
-        r = sum(DPBinomialTest(null_proportion=theta0, alternative="greater", epsilon=eps,
-                               random_state=rng).fit(_column(rng.binomial(1, theta0, n)))
-                .result_.reject for _ in range(reps))
-        assert r / reps <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / reps)
+        r = _simulated_cell(n, theta0, eps, reps, rng)
+        if above(r, reps):
+            again = _simulated_cell(n, theta0, eps, 10 * reps, np.random.default_rng(12))
+            assert not above(again, 10 * reps), (n, theta0, eps)
         rejections, total = rejections + r, total + reps
     assert rejections / total <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / total)
