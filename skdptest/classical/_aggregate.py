@@ -233,8 +233,13 @@ class DPSubsampleAggregateTest(BasePrivateTest):
         Level of the test.
     budget : PrivacyBudget or None, default=None
         Charged ``(epsilon, 0)`` once per fit and once per score.
-    random_state : None, int or numpy.random.Generator, default=None
-        Source of the split and the noise (a fixed value warns: tests only).
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the split and the noise (a fixed value warns: tests only). For tests and
+        reproducible examples only: any value other than ``None`` raises
+        :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the generator or a
+        pickle of the estimator can replay the noise, and equal seeds correlate the noise of
+        different fits). ``None`` draws fresh OS entropy and keeps nothing from which the noise
+        could be regenerated.
 
     Attributes
     ----------

@@ -43,9 +43,13 @@ class DPKruskalWallisTest(GroupRankTest):
         The work is O(B N); ``B * N`` above 2**31 is refused before the charge.
     budget : PrivacyBudget, default=None
         Ledger charged ε before every fit and score.
-    random_state : int, RandomState instance, Generator or None, default=None
-        Source of the tie-breaking, the noise and the simulated null. Fix it for
-        reproducible experiments only (it makes the noise predictable).
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the tie-breaking, the noise and the simulated null. For tests and reproducible
+        examples only: any value other than ``None`` raises
+        :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the generator or a
+        pickle of the estimator can replay the noise, and equal seeds correlate the noise of
+        different fits). ``None`` draws fresh OS entropy and keeps nothing from which the noise
+        could be regenerated.
 
     Attributes
     ----------

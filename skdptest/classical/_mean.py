@@ -384,9 +384,13 @@ class DPBoundedMeanTest(BasePrivateTest):
         Level of the test.
     budget : PrivacyBudget or None, default=None
         Ledger charged ε once per ``fit`` / ``score``.
-    random_state : None, int, RandomState or Generator, default=None
-        Source of the noise and of the random pairing of two groups. Leave ``None``
-        for real releases (a fixed seed warns ``FixedRandomStateWarning``).
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the noise and of the random pairing of two groups. For tests and reproducible
+        examples only: any value other than ``None`` raises
+        :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the generator or a
+        pickle of the estimator can replay the noise, and equal seeds correlate the noise of
+        different fits). ``None`` draws fresh OS entropy and keeps nothing from which the noise
+        could be regenerated.
 
     Attributes
     ----------

@@ -62,9 +62,12 @@ class DPBinomialTest(BasePrivateTest):
         Level of the test, in (0, 1).
     budget : PrivacyBudget or None, default=None
         Budget charged ``(epsilon, 0)`` once per fit and once per score.
-    random_state : None, int or numpy.random.Generator, default=None
-        Source of the noise. ``None`` draws from OS entropy; a fixed value lets anyone
-        who knows it replay the noise (tests only; it warns).
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the noise. For tests and reproducible examples only: any value other than
+        ``None`` raises :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the
+        generator or a pickle of the estimator can replay the noise, and equal seeds correlate the
+        noise of different fits). ``None`` draws fresh OS entropy and keeps nothing from which the
+        noise could be regenerated.
 
     Attributes
     ----------

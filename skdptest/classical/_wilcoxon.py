@@ -55,9 +55,13 @@ class DPWilcoxonTest(RankTest):
         The work is O(B n); ``B * n`` above 2**31 is refused before the charge.
     budget : PrivacyBudget, default=None
         Ledger charged ε before every fit and score.
-    random_state : int, RandomState instance, Generator or None, default=None
-        Source of the zeros' signs, the tie-breaking, the noise and the simulated
-        null. Fix it for reproducible experiments only.
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the zeros' signs, the tie-breaking, the noise and the simulated null. For tests
+        and reproducible examples only: any value other than ``None`` raises
+        :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the generator or a
+        pickle of the estimator can replay the noise, and equal seeds correlate the noise of
+        different fits). ``None`` draws fresh OS entropy and keeps nothing from which the noise
+        could be regenerated.
 
     Attributes
     ----------

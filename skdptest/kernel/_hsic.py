@@ -986,8 +986,12 @@ class DPHSICTest(BasePrivateTest):
         :func:`~skdptest.kernel._features.feature_shape`).
     budget : PrivacyBudget, default=None
         Ledger charged ``(epsilon, delta)`` by every ``fit`` and ``score``.
-    random_state : int, RandomState, Generator or None, default=None
-        Seeds the permutations and the noise. Use ``None`` for real releases.
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the permutations and the noise. For tests and reproducible examples only: any
+        value other than ``None`` raises :class:`~skdptest.FixedRandomStateWarning` (whoever holds
+        the seed, the generator or a pickle of the estimator can replay the noise, and equal seeds
+        correlate the noise of different fits). ``None`` draws fresh OS entropy and keeps nothing
+        from which the noise could be regenerated.
 
     Attributes
     ----------
