@@ -57,10 +57,7 @@ LONG = settings(FAST, max_examples=400)
 #: ``skdptest._base`` (``numeric=False`` for labels of declared categories), in place of
 #: ``validate_data``. Their failures are kept as strict xfails: a fix turns them into
 #: XPASS, which fails until the name leaves this table.
-BYPASS = {
-    "PrivateEValueTest": "skdptest/evalue/_rows.py: validate_rows",
-    "PrivateEProcess": "skdptest/evalue/_rows.py: validate_rows",
-}
+BYPASS = {}
 
 
 def each_estimator(*, failing=(), run=True):

@@ -254,8 +254,12 @@ class PrivateEProcess(BaseStreamingTest):
         Most rows used; the last batch is cut to end there. ``None``: no limit.
     budget : PrivacyBudget, default=None
         Ledger charged ε once per stream, when its first rows arrive.
-    random_state : int, RandomState instance, Generator or None, default=None
-        Source of the noise of the stream.
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the noise of the stream. For tests and reproducible examples only: any value
+        other than ``None`` raises :class:`~skdptest.FixedRandomStateWarning` (whoever holds the
+        seed, the generator or a pickle of the estimator can replay the noise, and equal seeds
+        correlate the noise of different fits). ``None`` draws fresh OS entropy and keeps nothing
+        from which the noise could be regenerated.
 
     Attributes
     ----------

@@ -220,8 +220,12 @@ class PrivateEValueTest(BasePrivateTest):
         Level: reject P when the e-value is at least 1/α.
     budget : PrivacyBudget, default=None
         Ledger charged ε before every fit and score.
-    random_state : int, RandomState instance, Generator or None, default=None
-        Source of the noise. Fix it for reproducible experiments only.
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of the noise. For tests and reproducible examples only: any value other than
+        ``None`` raises :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the
+        generator or a pickle of the estimator can replay the noise, and equal seeds correlate the
+        noise of different fits). ``None`` draws fresh OS entropy and keeps nothing from which the
+        noise could be regenerated.
 
     Attributes
     ----------

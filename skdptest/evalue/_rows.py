@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from sklearn.utils.validation import validate_data
 
-from .._base import check_numeric, non_numeric_error
+from .._base import non_numeric_error, validate_input
 from .._dask import (
     check_n_features,
     column_names,
@@ -72,30 +71,10 @@ def validate_rows(est, X, reset, finite=True):
         _refuse_dtype(X.dtype)
     if _plain(est, X, reset):
         return check_finite(X) if finite else X
-    try:
-        X = validate_data(est, X, reset=reset, dtype="numeric", ensure_all_finite=False)
-    except (TypeError, ValueError) as exc:
-        raise _without_values(exc) from None
-    X = check_numeric(X, "X")
+    # The core's one validation path (masked arrays, object arrays read by element type,
+    # huge integers, numeric strings: the library's messages, never a value).
+    X = validate_input(est, X, reset=reset, ensure_all_finite=False)
     return check_finite(X) if finite else X
-
-
-def _without_values(exc):
-    """scikit-learn's refusal, unless its message quotes the data: 'could not convert
-    string to float: 'abc'', 'Expected 2D array ... array=[...]', 'Complex data not
-    supported\n[...]' become messages that name the kind of problem only (the original,
-    which holds values, is not chained)."""
-    text = str(exc)
-    if text.startswith("Expected 2D array"):
-        return ValueError(
-            "Expected 2D array, got 1D array instead (X must be (n_samples, n_features)): "
-            "reshape it with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for one "
-            "sample."
-        )
-    if "could not convert" in text or "Complex data" in text or "not compatible with" in text \
-            or "\n" in text:
-        return non_numeric_error("values that are not real numbers")
-    return exc
 
 
 def _plain(est, X, reset):

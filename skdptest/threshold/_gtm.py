@@ -308,7 +308,7 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
     epsilon : float, default=1.0
         ε of the whole search (charged once per fit, pure: δ = 0).
     failure_probability : float, default=0.1
-        β in (0, 1): probability that the accuracy guarantee fails (a mechanism
+        β in [1e-100, 1): probability that the accuracy guarantee fails (a mechanism
         with p_t ≤ p̄_t accepted, or the first with p_t ≥ p*_t missed). Also the
         result's ``alpha``. (Called ``beta`` before 0.2.)
     approximation : float, default=1.5
@@ -329,8 +329,13 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
         total stays ≤ β).
     budget : PrivacyBudget, default=None
         Budget charged ε per fit and per score.
-    random_state : int, RandomState instance, Generator or None, default=None
-        Source of all noise, including the mechanisms' own randomness.
+    random_state : None, int, RandomState instance or Generator, default=None
+        Source of all noise, including the mechanisms' own randomness. For tests and reproducible
+        examples only: any value other than ``None`` raises
+        :class:`~skdptest.FixedRandomStateWarning` (whoever holds the seed, the generator or a
+        pickle of the estimator can replay the noise, and equal seeds correlate the noise of
+        different fits). ``None`` draws fresh OS entropy and keeps nothing from which the noise
+        could be regenerated.
 
     Attributes
     ----------
@@ -436,7 +441,8 @@ class GeneralizedThresholdMechanism(BasePrivateTest):
                               description="a list, tuple or array of floats in (0, 1)"),
                    Callable()],
         "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "failure_probability": [Interval(Real, 0, 1, closed="neither")],
+        # β_t = β / (5 t ln³(t + 2)) must stay a positive float at every step: β >= 1e-100.
+        "failure_probability": [Interval(Real, 1e-100, 1, closed="left")],
         "approximation": [Interval(Real, 1, 2, closed="right")],
         "theta": [Interval(Real, 0, None, closed="neither")],
         "work": [Options(*_WORK_MODES)],
