@@ -110,6 +110,26 @@ def _epsilon(params):
     return min(params["epsilon"], MAX_EPSILON)
 
 
+class _DeclaredCategoriesTest(BasePrivateTest):
+    """What the two tests on labels of declared categories share: the public
+    ``categories_``, the score −log p, and scikit-learn tags saying that the input is
+    labels (numbers or strings), not a numeric 2-D array, so scikit-learn's generic
+    checks (random float matrices) do not apply."""
+
+    def _fitted_attributes(self, prep, result):
+        return {"categories_": prep.plan.categories}
+
+    def _score_value(self, result):
+        return -math.log(result.pvalue)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.categorical = True
+        tags.input_tags.string = True
+        return tags
+
+
 @dataclass(frozen=True)
 class _GOFPlan:
     categories: tuple
@@ -118,7 +138,7 @@ class _GOFPlan:
     rate: float
 
 
-class DPChiSquareTest(BasePrivateTest):
+class DPChiSquareTest(_DeclaredCategoriesTest):
     r"""Differentially private χ² goodness-of-fit test on declared categories.
 
     H0: the rows are i.i.d. draws of a categorical variable whose law on the declared
@@ -301,20 +321,6 @@ class DPChiSquareTest(BasePrivateTest):
                            draws=blocks, value=0),
         ))
 
-    def _fitted_attributes(self, prep, result):
-        return {"categories_": prep.plan.categories}
-
-    def _score_value(self, result):
-        return -math.log(result.pvalue)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # Labels of declared categories, not a numeric 2-D array: scikit-learn's generic
-        # checks (random float matrices) do not apply.
-        tags.input_tags.two_d_array = False
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        return tags
 
 
 def contingency_distance(tables, row_sums, col_sums):
@@ -344,7 +350,7 @@ class _TablePlan:
     cols: object
 
 
-class DPContingencyTest(BasePrivateTest):
+class DPContingencyTest(_DeclaredCategoriesTest):
     r"""Differentially private test of independence of two declared categorical variables.
 
     H0: the rows are i.i.d. pairs (U, V) with U independent of V, each on its declared
@@ -526,18 +532,5 @@ class DPContingencyTest(BasePrivateTest):
             "permutation statistics", "discrete_laplace", noise.integer_sensitivity,
             privacy_xi(eps, 0.0), factor=2.0, unit=noise.grid),))
 
-    def _fitted_attributes(self, prep, result):
-        return {"categories_": prep.plan.categories}
-
-    def _score_value(self, result):
-        return -math.log(result.pvalue)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        # Labels of declared categories, not a numeric 2-D array (see DPChiSquareTest).
-        tags.input_tags.two_d_array = False
-        tags.input_tags.categorical = True
-        tags.input_tags.string = True
-        return tags
 
 
