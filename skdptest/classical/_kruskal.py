@@ -83,7 +83,7 @@ class DPKruskalWallisTest(GroupRankTest):
     d − c_g and every other :math:`S_j` loses c_j (c_j its rows among them), so
     :math:`\sum_j |\Delta S_j| = 2 (d - c_g) \le 2 (N - n_g)` and the sensitivity of
     T is :math:`2 (N - n_{\min})` (checked by exhaustive search on small tied data;
-    for two groups T = 2 |U − n1 n2/2| and the bound 2 max(n1, n2) is attained).
+    for two groups T = 2 abs(U − n1 n2/2) and the bound 2 max(n1, n2) is attained).
     The integer 2T is released with discrete Laplace noise of rate
     ``quantise_rate(ε / (4 (N − n_min)))``; ``statistic`` is half of it. The order
     of the ties is drawn independently of the data, so the release is ε-DP for each

@@ -242,7 +242,7 @@ class DPKolmogorovSmirnovTest(BasePrivateTest):
     unchanged, so D (for k groups, the largest pairwise distance) moves by at most
     1 / (smallest group size) = max(1/m, 1/n) for two groups (attained; checked by
     exhaustive search in the tests). The same holds for the tie-broken order, a total
-    order on the pairs (value, key). Exactly, D = max_k |n A_k − m B_k| / (m n) (A_k, B_k
+    order on the pairs (value, key). Exactly, D = max_k abs(n A_k − m B_k) / (m n) (A_k, B_k
     the counts of each group among the first k of the order), an integer over m n.
     Goodness of fit: with :math:`q_i = \lfloor 2^b F_0(x_i) \rfloor / 2^b`,
     :math:`D = \sup_t |\hat F_q(t) - t|` moves by at most 1/n when one :math:`q_i`

@@ -69,7 +69,7 @@ class DPMannWhitneyTest(GroupRankTest):
 
     See Also
     --------
-    DPKruskalWallisTest : k groups (for two groups its statistic is 2 |U − n1 n2/2|).
+    DPKruskalWallisTest : k groups (for two groups its statistic is 2 abs(U − n1 n2/2)).
     DPWilcoxonTest : one sample or pairs (signed ranks).
 
     Notes
@@ -97,7 +97,7 @@ class DPMannWhitneyTest(GroupRankTest):
     ranks are a uniformly random permutation of 1..N whatever the law of the data.
     The B simulated releases (random ranks plus independent noise of the same law)
     and the observed release are then i.i.d., so the rank p-value
-    (1 + #{T_b ≥ T}) / (B + 1) (two-sided: on |2T − n1 n2|) satisfies
+    (1 + #{T_b ≥ T}) / (B + 1) (two-sided: on abs(2T − n1 n2)) satisfies
     P(p ≤ u) ≤ u at every n, for every B.
 
     **Power.** At ε = 1, α = 0.05 and a normal shift of d = 0.5, about 75 rows per

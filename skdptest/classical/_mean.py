@@ -347,7 +347,7 @@ class DPBoundedMeanTest(BasePrivateTest):
     large a release over every law of the log-wealth that the null allows (its wealth
     has mean <= 1). No normal approximation is involved.
 
-    Read more in the :ref:`User Guide <classical>`.
+    Read more in the user guide page doc/classical.md (Everyday private tests).
 
     Parameters
     ----------

@@ -99,7 +99,7 @@ class DPBinomialTest(BasePrivateTest):
 
     **Optimality.** The one-sided tests are the ε-DP UMP tests (every ε-DP test of the
     count is at most as powerful). The UMPU test of Awan and Slavković (2020) as a
-    function of the count, φ(x) = F(|x − k| − s), is not the law of any function of one
+    function of the count, φ(x) = F(abs(x − k) − s), is not the law of any function of one
     Tulap release (its deconvolution by the discrete Laplace law is negative at the
     kink), so no p-value of Z can realise it; the two-sided test here is the unbiased
     test of Z satisfying the same two conditions; in the benchmark designs its power is

@@ -33,7 +33,7 @@ class DPWilcoxonTest(RankTest):
     about a declared centre?
 
     Each row's difference d = x − center (paired: x − y − center) gets a sign and a
-    magnitude |d|; zeros get a fair random sign; the magnitudes are ranked with ties
+    magnitude abs(d); zeros get a fair random sign; the magnitudes are ranked with ties
     broken at random, and W+ (the sum of the ranks of the positive rows) is released
     with exact discrete Laplace noise. The p-value is Monte Carlo-exact: the noisy W+
     is compared with ``n_resamples`` draws of W+ under random signs plus the same
@@ -108,7 +108,7 @@ class DPWilcoxonTest(RankTest):
 
     **Validity (Monte Carlo-exact).** Under H0 the release and the B simulated
     releases are i.i.d., so p = (1 + #{T_b ≥ T}) / (B + 1) (two-sided: on
-    |2T − n(n + 1)/2|) satisfies P(p ≤ u) ≤ u at every n.
+    abs(2T − n(n + 1)/2)) satisfies P(p ≤ u) ≤ u at every n.
 
     **Power.** At ε = 1, α = 0.05, N(0.4, 1) data against symmetry about 0 need about
     70–73 rows for 80 % power two-sided (the public signed-rank test about 53); see
