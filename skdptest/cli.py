@@ -25,7 +25,8 @@ Subcommands
     (``"bernoulli(0.3)"``, ``"norm(loc=0, scale=2)"``).
 
 Every test subcommand takes ``--epsilon`` and ``--alpha`` (and ``--n-permutations`` for
-the kernel tests, ``--n-resamples`` for the Monte Carlo nulls), ``--seed`` (tests only: a fixed seed lets anyone replay the noise),
+the kernel tests, ``--n-resamples`` for the Monte Carlo nulls), ``--seed`` (tests only: a
+fixed seed lets anyone replay the noise),
 ``--ledger PATH`` (a persistent :class:`~skdptest.PrivacyBudget`, created with
 ``--budget-epsilon``) and ``--json`` (print the whole frozen result and the ledger's
 totals as one JSON object).
@@ -447,6 +448,9 @@ def _parser():
                                        "(DP kernel HSIC)")
     hsic.add_argument("--x-columns", nargs="+", required=True, metavar="COL")
     hsic.add_argument("--y-columns", nargs="+", required=True, metavar="COL")
+    hsic.add_argument("--random-permutations", action="store_true",
+                      help="random permutations (--n-permutations of them) instead of the "
+                           "default n - 1 cyclic shifts of one random order.")
     _add_kernel(hsic)
     _add_kernel(hsic, prefix="y-")
     _add_common(hsic, permutations=True)
@@ -753,7 +757,8 @@ def _kernel_test(args, frame):
         return skdptest.DPMMDTest(**common), X, y
     X = _numeric(frame, args.x_columns, args.file, "--x-columns")
     y = _numeric(frame, args.y_columns, args.file, "--y-columns")
-    return skdptest.DPHSICTest(**common, **_kernel_options(args, "y-")), X, y
+    cyclic = False if args.random_permutations else "auto"
+    return skdptest.DPHSICTest(**common, **_kernel_options(args, "y-"), cyclic=cyclic), X, y
 
 
 def _labels(frame, name, args, option):
@@ -804,6 +809,26 @@ def _estimator_and_data(args, frame):
     return _classical_test(args, frame)
 
 
+#: Python-API advice in the estimators' messages, in the words of this tool's options.
+_CLI_WORDS = [
+    (r"y_kernel_params=\{['\"]gamma['\"]: ?\w+\}", "--y-bandwidth GAMMA"),
+    (r"kernel_params=\{['\"]gamma['\"]: ?['\"]median['\"]\}", "--bandwidth median"),
+    (r"kernel_params=\{['\"]gamma['\"]: ?\w+\}", "--bandwidth GAMMA"),
+    (r"method=['\"]features['\"]", "--method features"),
+    (r"method=['\"]exact['\"]", "--method exact"),
+    (r"cyclic=False", "--random-permutations"),
+    (r"\bn_permutations\b", "--n-permutations"),
+    (r"\bn_resamples\b", "--n-resamples"),
+]
+
+
+def _cli_words(message):
+    """An estimator's message with its Python-API advice rewritten as options."""
+    for pattern, words in _CLI_WORDS:
+        message = re.sub(pattern, words, message)
+    return message
+
+
 def _run_test(args):
     frame = _read_csv(args.file)
     estimator, X, y = _estimator_and_data(args, frame)
@@ -823,10 +848,10 @@ def _run_test(args):
         raise _CliError(EXIT_LEDGER, str(exc)) from None
     except InvalidParameterError as exc:
         # A parameter (or a pair, such as laws of different kinds) the estimator refuses.
-        raise _CliError(EXIT_USAGE, str(exc)) from None
+        raise _CliError(EXIT_USAGE, _cli_words(str(exc))) from None
     except (ValueError, TypeError) as exc:
         # Raised before the charge (the contract): data the test cannot use.
-        raise _CliError(EXIT_BAD_INPUT, str(exc)) from None
+        raise _CliError(EXIT_BAD_INPUT, _cli_words(str(exc))) from None
     _report(args, result, budget)
     return EXIT_OK
 

@@ -362,7 +362,7 @@ def test_bad_input_exits_3_and_charges_nothing(data, tmp_path, mode):
       "--alternative", "bernoulli(0.6)", "--budget-epsilon", "1"],
      r"--budget-epsilon and --budget-delta need --ledger"),
     (["mmd", "--file", "x.csv", "--columns", "a", "--group-column", "g",
-      "--n-permutations", "2000000"], r"n_permutations"),
+      "--n-permutations", "2000000"], r"--n-permutations must be an int in \[1, 1e\+06\]"),
 ])
 def test_usage_errors_exit_2(args, pattern, data):
     # Refused by argparse, or (the last case) by DPMMDTest's parameter constraint.
@@ -537,3 +537,32 @@ def test_help_says_what_the_group_column_may_hold(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "two or more distinct values" in text
     assert "--bandwidth" in text and "--kernel" in text and "--method" in text
+
+
+def test_errors_speak_in_options_not_python():
+    from skdptest.cli import _cli_words
+
+    message = ("DPHSICTest needs 9 GiB; routes that fit: kernel_params={'gamma': g} and "
+               "y_kernel_params={'gamma': g} (the blocked exact path, cyclic=False), "
+               'method="features"; n_permutations=500 is ignored, n_resamples too large')
+    words = _cli_words(message)
+    for python in ("kernel_params", "cyclic=False", "method=", "n_permutations",
+                   "n_resamples"):
+        assert python not in words
+    for option in ("--bandwidth GAMMA", "--y-bandwidth GAMMA", "--random-permutations",
+                   "--method features", "--n-permutations", "--n-resamples"):
+        assert option in words
+
+
+def test_random_permutations_option_reaches_the_estimator(data):
+    path, frame = data
+    code, out, err = _cli(["hsic", "--file", path, "--x-columns", "a", "--y-columns", "b",
+                           "--random-permutations", "--n-permutations", 19, "--seed", 5,
+                           "--json"], "inprocess")
+    assert code == 0, err
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = DPHSICTest(n_permutations=19, cyclic=False, random_state=5).test(
+            frame[["a"]].to_numpy(), frame[["b"]].to_numpy())
+    assert _json(out)["result"] == _expected_fields(expected)
+    assert _json(out)["result"]["n_permutations"] == 19
