@@ -447,3 +447,53 @@ def test_plot_power_returns_axes_or_a_clear_import_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match="plot_power needs matplotlib"):
         plot_power(table)
+
+
+def _groups(n, rng, shift, k=2):
+    y = np.arange(n) % k
+    return rng.normal(size=(n, 1)) + shift * y[:, None], y
+
+
+#: Every everyday test, with a data generator under an alternative it detects.
+_CLASSICAL_PLANS = {
+    "DPBinomialTest": (dict(null_proportion=0.3, alternative="greater"),
+                       lambda n, rng: (rng.binomial(1, 0.6, size=(n, 1)), None)),
+    "DPSubsampleAggregateTest": (dict(effect_size=1.0),
+                                 lambda n, rng: (rng.normal(1.0, 1.0, size=(n, 1)), None)),
+    "DPMannWhitneyTest": (dict(n_resamples=199), lambda n, rng: _groups(n, rng, 1.0)),
+    "DPKruskalWallisTest": (dict(n_resamples=199), lambda n, rng: _groups(n, rng, 1.0, k=3)),
+    "DPWilcoxonTest": (dict(n_resamples=199),
+                       lambda n, rng: (rng.normal(1.0, 1.0, size=(n, 1)), None)),
+    "DPKolmogorovSmirnovTest": (dict(n_resamples=199), lambda n, rng: _groups(n, rng, 1.5)),
+    "DPChiSquareTest": (dict(categories=[0, 1, 2], n_resamples=199),
+                        lambda n, rng: (rng.choice(3, p=[0.6, 0.2, 0.2], size=(n, 1)), None)),
+    "DPContingencyTest": (dict(categories=([0, 1], [0, 1]), n_resamples=199),
+                          lambda n, rng: (np.repeat(rng.integers(0, 2, size=(n, 1)), 2, 1),
+                                          None)),
+    "DPBoundedMeanTest": (dict(bounds=(-3.0, 3.0)),
+                          lambda n, rng: (np.clip(rng.normal(1.0, 1.0, size=(n, 1)), -3, 3),
+                                          None)),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(_CLASSICAL_PLANS))
+def test_solve_n_plans_every_everyday_test(name):
+    import skdptest
+
+    kwargs, data = _CLASSICAL_PLANS[name]
+    estimator = getattr(skdptest, name)(epsilon=2.0, **kwargs)
+    solution = solve_n(estimator, data, power=0.8, n_min=10, n_max=2000, n_repeats=40,
+                       rtol=0.25, random_state=0)
+    assert isinstance(solution, PowerSolution)
+    assert 10 <= solution.value <= 2000 and solution.power >= 0.8
+    assert set(solution.table["n_samples"]) >= {solution.value}
+
+
+def test_every_everyday_test_has_a_plan():
+    import skdptest
+
+    everyday = {name for name in skdptest.__all__
+                if getattr(skdptest, name).__module__.startswith("skdptest.classical")
+                and name.startswith("DP")}
+    assert everyday == set(_CLASSICAL_PLANS)
