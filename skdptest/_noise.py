@@ -17,7 +17,6 @@ __all__ = [
     "gaussian",
     "laplace",
     "poisson",
-    "laplace_log_mgf",
     "exponential",
     "RATE_BITS",
     "quantise_rate",
@@ -39,13 +38,6 @@ def laplace(rng, scale, size=None):
         raise ValueError(f"Laplace scale must be > 0, got {scale}.")
     record_draw("laplace", scale, size)
     return rng.laplace(0.0, scale, size=size)
-
-
-def laplace_log_mgf(scale):
-    """log E[exp(Z)] for Z ~ Laplace(0, scale): -log(1 - scale^2), finite for scale < 1."""
-    if not 0 <= scale < 1:
-        raise ValueError(f"log E[exp(Z)] is infinite for a Laplace scale >= 1, got {scale}.")
-    return -math.log1p(-scale * scale)
 
 
 def exponential(rng, mean, size=None):
