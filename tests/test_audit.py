@@ -560,10 +560,6 @@ def _gtm_evaluations(work, n=600):
 
 @pytest.mark.slow
 def test_gtm_constant_work_evaluation_counts_follow_the_released_index():
-    import skdptest as s
-
-    if "work" not in s.GeneralizedThresholdMechanism().get_params():
-        pytest.skip("GeneralizedThresholdMechanism has no work='constant' mode yet")
     side0, side1 = _gtm_evaluations("constant")
     # The evaluation count is a function of the released index, on both neighbours...
     law = {}
