@@ -52,30 +52,9 @@ FAST = settings(max_examples=10, deadline=None, derandomize=True, database=None,
                                        HealthCheck.function_scoped_fixture])
 LONG = settings(FAST, max_examples=400)
 
-#: Estimators whose ``_validate_input`` still calls scikit-learn's ``validate_data``
-#: directly, bypassing the core path: the fix is one call, ``validate_input`` from
-#: ``skdptest._base`` (``numeric=False`` for labels of declared categories), in place of
-#: ``validate_data``. Their failures are kept as strict xfails: a fix turns them into
-#: XPASS, which fails until the name leaves this table.
-BYPASS = {}
-
-
-def each_estimator(*, failing=(), run=True):
-    """Parametrize over every public estimator; those of BYPASS in ``failing`` xfail
-    (strictly; ``run=False``: not run, e.g. where a bypass releases slowly)."""
-    params = []
-    for cls in ESTIMATOR_CLASSES:
-        name = cls.__name__
-        marks = []
-        if name in BYPASS and (failing == "all" or name in failing):
-            marks = [pytest.mark.xfail(
-                strict=True, run=run,
-                reason=f"{BYPASS[name]} bypasses skdptest._base.validate_input")]
-        params.append(pytest.param(cls, marks=marks, id=name))
-    return pytest.mark.parametrize("cls", params)
-
-
-each = each_estimator()
+#: Every public estimator (all of them go through ``skdptest._base.validate_input``).
+each = pytest.mark.parametrize("cls", ESTIMATOR_CLASSES,
+                               ids=[cls.__name__ for cls in ESTIMATOR_CLASSES])
 
 
 #: One ledger for the whole campaign: every call must leave its count unchanged (a
@@ -107,17 +86,13 @@ def assert_refused_before_charge(est, budget, call):
 
 def _failures(cls, cases, check):
     """Run ``check(case)`` for each case; return ``case: error`` lines of the failures
-    (one test per estimator lists every kind that fails, not only the first; for an
-    estimator of BYPASS, an expected failure, the first is enough: a bypass may release
-    the bad input, slowly)."""
+    (one test per estimator lists every kind that fails, not only the first)."""
     out = []
     for case in cases:
         try:
             check(case)
         except (Exception, pytest.fail.Exception) as exc:  # noqa: BLE001 - listed below
             out.append(f"{case}: {type(exc).__name__}: {str(exc)[:300]}")
-            if cls.__name__ in BYPASS:
-                break
     return out
 
 
@@ -244,7 +219,7 @@ def _check_bad_data(cls, data):
     assert_refused_before_charge(est, budget, lambda: est.fit(bad, y))
 
 
-@each_estimator(failing="all", run=False)  # the fixed cases below show what fails
+@each
 @FAST
 @given(data=st.data())
 def test_bad_data_is_refused_before_the_charge(cls, data):
@@ -252,14 +227,14 @@ def test_bad_data_is_refused_before_the_charge(cls, data):
 
 
 @pytest.mark.slow
-@each_estimator(failing="all", run=False)
+@each
 @LONG
 @given(data=st.data())
 def test_bad_data_is_refused_before_the_charge_long(cls, data):
     _check_bad_data(cls, data)
 
 
-@each_estimator(failing="all")
+@each
 def test_every_kind_of_bad_data_is_refused(cls):
     """Each kind once per estimator, whatever hypothesis draws (a fixed bad row set)."""
 
@@ -273,7 +248,7 @@ def test_every_kind_of_bad_data_is_refused(cls):
     assert not failures, "\n".join(failures)
 
 
-@each_estimator(failing="all")
+@each
 def test_refusals_do_not_count_the_bad_rows(cls):
     """Data with 7 and with 8 bad rows get the same message (issue 18, item 3): a
     refusal says what kind of problem was found, never how many rows or which values."""
@@ -291,8 +266,7 @@ def test_refusals_do_not_count_the_bad_rows(cls):
     assert not failures, "\n".join(failures)
 
 
-@each_estimator(failing=("DPKolmogorovSmirnovTest", "DPKruskalWallisTest",
-                          "DPMannWhitneyTest", "DPWilcoxonTest"))
+@each
 def test_masked_y_is_refused(cls):
     est, budget, (X, y) = _case(cls)
     if y is None:
@@ -302,7 +276,7 @@ def test_masked_y_is_refused(cls):
     assert "masked array" in str(error)
 
 
-@each_estimator(failing=[name for name in BYPASS if not name.startswith("Private")])
+@each
 def test_missing_values_message_is_the_librarys(cls):
     """No imputer advice (a fitted imputer is a release, pitfalls.md): the library's own
     words, on every estimator."""
