@@ -8,10 +8,12 @@ from ._budget import (
     LedgerNotFoundError,
     PrivacyBudget,
 )
+from ._interval import ConfidenceInterval
 from ._params import InvalidParameterError
 from ._results import TestResult
 from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
 from .classical import (
+    BinomialTestResult,
     BoundedMeanResult,
     ChiSquareTestResult,
     ClassicalTestResult,
@@ -40,10 +42,12 @@ from .threshold import GeneralizedThresholdMechanism, ThresholdResult
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "BinomialTestResult",
     "BoundedMeanResult",
     "BudgetExceededError",
     "ChiSquareTestResult",
     "ClassicalTestResult",
+    "ConfidenceInterval",
     "DPBinomialTest",
     "DPBoundedMeanTest",
     "DPChiSquareTest",

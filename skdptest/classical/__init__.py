@@ -7,10 +7,16 @@ from ._ks import DPKolmogorovSmirnovTest
 from ._mannwhitney import DPMannWhitneyTest
 from ._mean import DPBoundedMeanTest
 from ._proportion import DPBinomialTest
-from ._results import BoundedMeanResult, ChiSquareTestResult, ClassicalTestResult
+from ._results import (
+    BinomialTestResult,
+    BoundedMeanResult,
+    ChiSquareTestResult,
+    ClassicalTestResult,
+)
 from ._wilcoxon import DPWilcoxonTest
 
 __all__ = [
+    "BinomialTestResult",
     "BoundedMeanResult",
     "ChiSquareTestResult",
     "ClassicalTestResult",

@@ -615,6 +615,8 @@ class DPBoundedMeanTest(BasePrivateTest):
             method="DP bounded mean (private bet)", bounds=params["bounds"],
             null_mean=params["null_mean"], bet=float(bet.bet), grid=float(bet.grid),
             group_sizes=plan.sizes,
+            design=("two-sample" if plan.classes is not None
+                    else "paired" if prep.y is not None else "one-sample"),
         )
 
     def _noise_plan(self, prep):

@@ -12,7 +12,7 @@ from .._budget import PrivacyBudget
 from .._noise import quantise_rate, tulap
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options, RandomState
 from .._recorder import NoisedQuantity, NoisePlan, observe
-from ._results import ClassicalTestResult
+from ._results import BinomialTestResult
 from ._tulap import binomial_log_pvalue
 
 __all__ = ["DPBinomialTest", "MAX_RATE", "tulap_rate"]
@@ -71,7 +71,7 @@ class DPBinomialTest(BasePrivateTest):
 
     Attributes
     ----------
-    result_ : ClassicalTestResult
+    result_ : BinomialTestResult
         ``statistic`` is the release Z (a float: the private count plus Tulap noise),
         ``pvalue`` the exact p-value, ``alternative`` and ``sensitivity`` = 1 public.
     n_features_in_ : int
@@ -174,7 +174,7 @@ class DPBinomialTest(BasePrivateTest):
         log_p = binomial_log_pvalue(z, n, params["null_proportion"], rate,
                                     params["alternative"])
         pvalue = math.exp(log_p)
-        return ClassicalTestResult(
+        return BinomialTestResult(
             statistic=float(z), pvalue=pvalue, alternative=params["alternative"],
             sensitivity=1.0, reject=bool(pvalue <= params["alpha"]), alpha=params["alpha"],
             epsilon=params["epsilon"], delta=0.0, n_samples=n,

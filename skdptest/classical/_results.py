@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .._results import TestResult
 
-__all__ = ["BoundedMeanResult", "ChiSquareTestResult", "ClassicalTestResult"]
+__all__ = [
+    "BinomialTestResult",
+    "BoundedMeanResult",
+    "ChiSquareTestResult",
+    "ClassicalTestResult",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +60,59 @@ class ClassicalTestResult(TestResult):
 
 
 @dataclass(frozen=True, kw_only=True)
+class BinomialTestResult(ClassicalTestResult):
+    """Result of :class:`~skdptest.DPBinomialTest`: the fields of
+    :class:`ClassicalTestResult` (``statistic`` is the release Z = X + Tulap noise, a
+    count) and two things computed from them.
+
+    ``confidence_interval(confidence_level)`` inverts the test into an exact interval
+    for the proportion; ``estimate`` and ``estimate_noise_sd`` describe the released
+    point estimate Z / n and the noise in it alone. All are functions of Z and public
+    quantities (n, ε): post-processing, no extra budget.
+    """
+
+    @property
+    def estimate(self):
+        """Z / n: the released proportion estimate (unbiased: the noise has mean 0; it
+        may fall outside [0, 1])."""
+        return self.statistic / self.n_samples
+
+    @property
+    def estimate_noise_sd(self):
+        """Standard deviation of the privacy noise in :attr:`estimate`: sqrt(Var N) / n,
+        N the Tulap noise. It ignores the sampling variation of the count, so
+        ``estimate ± 2 * estimate_noise_sd`` is **not** a confidence interval for the
+        proportion; use :meth:`confidence_interval`."""
+        from ._interval import tulap_noise_variance
+        from ._proportion import tulap_rate
+
+        return math.sqrt(tulap_noise_variance(tulap_rate(self.epsilon))) / self.n_samples
+
+    def confidence_interval(self, confidence_level=0.95):
+        """Exact confidence interval for the proportion θ (sampling and noise together).
+
+        The equal-tailed inversion of the two one-sided ε-DP UMP tests: θ_L solves
+        P_θ(Z' >= Z) = α/2 and θ_U solves P_θ(Z' <= Z) = α/2, with α = 1 −
+        ``confidence_level`` (Awan and Slavković 2020). Coverage is exactly
+        ``confidence_level`` for every θ in (0, 1) at every n.
+
+        Parameters
+        ----------
+        confidence_level : float, default=0.95
+            In (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``low``, ``high`` in [0, 1]; ``covers="sampling and noise"``.
+        """
+        from ._interval import tulap_interval
+
+        return tulap_interval(self.statistic, self.n_samples, self.epsilon,
+                              confidence_level)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ChiSquareTestResult(ClassicalTestResult):
     """Result of :class:`~skdptest.DPChiSquareTest`: the fields of
     :class:`ClassicalTestResult` plus the released noisy counts.
@@ -95,6 +154,15 @@ class BoundedMeanResult(ClassicalTestResult):
     group_sizes : tuple of (int, int) or None
         Sizes of the two groups (public), in the order of ``classes_``; ``None`` for
         one sample or pairs.
+    design : {"one-sample", "paired", "two-sample"}
+        Which test was run (public: whether ``y`` held pairs or labels).
+
+    Notes
+    -----
+    ``confidence_interval(confidence_level)`` turns the release into a confidence
+    interval for the mean (pairs: of x − y; two groups: of the difference of the group
+    means), and ``statistic_noise_sd`` is the noise's own spread in ``statistic``; both
+    are functions of the fields above (post-processing, no extra budget).
     """
 
     bounds: tuple
@@ -102,3 +170,42 @@ class BoundedMeanResult(ClassicalTestResult):
     bet: float
     grid: float
     group_sizes: tuple | None
+    design: str
+
+    @property
+    def statistic_noise_sd(self):
+        """Standard deviation (nats) of the privacy noise in ``statistic``:
+        h sqrt(2b)/(1 − b), b = e^{−rate}. The test releases no point estimate of the mean;
+        this is the noise's accuracy of the released log-wealth only, ignoring the
+        sampling, and **not** a confidence interval (use :meth:`confidence_interval`)."""
+        from ._interval import mean_geometry
+
+        rate = mean_geometry(self)[4]
+        b = math.exp(-rate)
+        return self.grid * math.sqrt(2.0 * b) / -math.expm1(-rate)
+
+    def confidence_interval(self, confidence_level=0.95):
+        """Confidence interval for the mean, valid at every n for every law on the
+        bounds (sampling and noise together).
+
+        The release was made at one null μ0 and cannot be re-run at another without
+        the data; instead every candidate mean m gets two valid tests from the same
+        release (an AM-GM bound on E[e^{S}] and a convex-chord bound on E[e^{−S}], S the
+        log-wealth), and the interval is the set of m neither rejects (one-sided bets:
+        α/2 each; two-sided bet: the chord test at α). Closed form; see
+        ``skdptest/classical/_interval.py`` and doc/user_guide/intervals.md.
+
+        Parameters
+        ----------
+        confidence_level : float, default=0.95
+            In (0, 1).
+
+        Returns
+        -------
+        ConfidenceInterval
+            ``low``, ``high`` within the range of the parameter (the bounds; pairs and
+            groups: (a − b, b − a)); ``covers="sampling and noise"``.
+        """
+        from ._interval import mean_interval
+
+        return mean_interval(self, confidence_level)
