@@ -44,7 +44,47 @@ RATE_CAP_FACTOR = 100.0
 
 
 class StepParameters(NamedTuple):
-    """Public parameters of step t of GTM-R (see :func:`gtm_step_parameters`)."""
+    """Public parameters of step t of GTM-R (see :func:`gtm_step_parameters`).
+
+    Attributes
+    ----------
+    t : int
+        Step number, from 1.
+    b0, b1 : float
+        Means of the exponential threshold noise R and step noise ν_t.
+    r_max : float
+        R_max = b0 ln(4/β), the high-probability bound of R.
+    failure_probability_t : float
+        β_t = β / (5 t ln³(t + 2)), the step's failure probability.
+    v_t : float
+        V_t = b1 ln(1/β_t), the high-probability bound of ν_t.
+    log_lambda : float
+        ln Λ_t = ε_t (R_max + V_t).
+    k : int
+        Count threshold (see :func:`poisson_threshold_k`).
+    log_rho : float
+        log of the base Poisson rate ρ_t.
+    direction : int
+        s_t: +1 (direct branch) or −1 (flip branch).
+    q_star : float
+        Purified acceptance target q*_t.
+    phi : float
+        Purification flip probability (see :func:`purification_flip_probability`).
+    log_rate_cap : float
+        log of the rate above which the step is decided without running M_t (see
+        :data:`RATE_CAP_FACTOR`).
+    constant_work : int
+        Evaluations of the step in constant-work mode (see
+        :func:`constant_work_evaluations`).
+
+    Examples
+    --------
+    >>> from skdptest.threshold import gtm_step_parameters
+    >>> step = gtm_step_parameters(1, 0.1, 0.0, 0.5, epsilon=1.0, failure_probability=0.1,
+    ...                            approximation=1.5, theta=1.0)
+    >>> step.t, step.k, step.direction
+    (1, 126, 1)
+    """
 
     t: int
     b0: float
@@ -87,6 +127,14 @@ def purification_flip_probability(epsilon_t, delta_t):
     -------
     phi : float
         Flip probability in [0, 1/2); 0 when ``delta_t == 0``.
+
+    Examples
+    --------
+    >>> from skdptest.threshold import purification_flip_probability
+    >>> purification_flip_probability(1.0, 0.0)
+    0.0
+    >>> round(purification_flip_probability(1.0, 1e-3), 6)
+    0.000581
     """
     if delta_t == 0:
         return 0.0
@@ -109,6 +157,13 @@ def poisson_threshold_k(failure_probability_t, approximation):
     Returns
     -------
     k : int
+        The count threshold.
+
+    Examples
+    --------
+    >>> from skdptest.threshold import poisson_threshold_k
+    >>> poisson_threshold_k(0.01, 1.5)
+    145
     """
     beta_t, root = failure_probability_t, math.sqrt(approximation)
     lo = 1
@@ -152,6 +207,13 @@ def constant_work_evaluations(log_rate_bound, failure_probability_t):
         Number of evaluations, ≥ 1. Above a rate of 1e15 (far beyond what a
         constant-work search accepts to run) an upper bound is returned instead:
         the Chernoff quantile of Po(bound), at least the exact one.
+
+    Examples
+    --------
+    >>> import math
+    >>> from skdptest.threshold import constant_work_evaluations
+    >>> constant_work_evaluations(math.log(5.0), 0.01)  # the 99% quantile of Po(5)
+    11
     """
     if log_rate_bound <= math.log(1e15):
         rate = math.exp(log_rate_bound)
@@ -191,6 +253,16 @@ def gtm_step_parameters(t, epsilon_t, delta_t, p_star_t, *, epsilon, failure_pro
         without running M_t, see :data:`RATE_CAP_FACTOR`) and
         ``constant_work`` (evaluations of the step in constant-work mode, see
         :func:`constant_work_evaluations`).
+
+    Examples
+    --------
+    >>> from skdptest.threshold import gtm_step_parameters
+    >>> step = gtm_step_parameters(1, 0.1, 0.0, 0.5, epsilon=1.0, failure_probability=0.1,
+    ...                            approximation=1.5, theta=1.0)
+    >>> step.b0, step.b1  # (2 + θ)/(θ ε) and (2 + θ)/ε
+    (3.0, 3.0)
+    >>> step.k, step.direction
+    (126, 1)
     """
     beta, gamma = failure_probability, approximation
     b0, b1 = _noise_means(epsilon, theta)

@@ -51,10 +51,20 @@ def log_poisson_sf(k, mu):
     -------
     out : ndarray
         Same shape as ``mu``; −inf where mu = 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from skdptest.threshold import log_poisson_sf
+    >>> bool(np.isclose(log_poisson_sf(3, 2.0), np.log(stats.poisson.sf(2, 2.0))))
+    True
+    >>> round(float(log_poisson_sf(200, 1.0)), 3)  # far below the smallest float
+    -864.227
     """
     mu = np.asarray(mu, dtype=float)
     with np.errstate(divide="ignore"):
-        out = np.log(special.gammainc(k, mu))
+        out = np.asarray(np.log(special.gammainc(k, mu)))  # 0-d for a scalar mu
     bad = ~(out > _UNDERFLOW) & (mu > 0)
     if np.any(bad):
         m = mu[bad]
@@ -84,10 +94,16 @@ def log_poisson_cdf(k, mu):
     -------
     out : ndarray
         Same shape as ``mu``.
+
+    Examples
+    --------
+    >>> from skdptest.threshold import log_poisson_cdf
+    >>> float(log_poisson_cdf(1, 2.0))  # log Pr[Po(2) = 0]
+    -2.0
     """
     mu = np.asarray(mu, dtype=float)
     with np.errstate(divide="ignore"):
-        out = np.log(special.gammaincc(k, mu))
+        out = np.asarray(np.log(special.gammaincc(k, mu)))
     bad = ~(out > _UNDERFLOW)
     if np.any(bad):
         m = mu[bad]

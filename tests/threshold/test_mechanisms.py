@@ -127,6 +127,9 @@ def test_log_poisson_tails_deep_in_the_tail(k):
     last = mu[-1]
     lead = -last + (k - 1) * math.log(last) - math.lgamma(k)
     assert low[-1] == pytest.approx(lead, abs=math.log(1 / (1 - k / last)) + 1e-9)
+    # a scalar mean takes the same tail path (it used to fail on item assignment)
+    assert float(log_poisson_sf(k, mu[0])) == up[0]
+    assert float(log_poisson_cdf(k, mu[-1])) == low[-1]
 
 
 def test_noisy_threshold_query_halved_noise_breaks_the_ratio():
