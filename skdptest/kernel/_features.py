@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import sparse
 
 from .._params import InvalidParameterError
 
@@ -260,54 +261,224 @@ def _shrink_rows(k_int):
     return k_int
 
 
-def subset_masks(n, m, n_rows, rng, fix_rng, out=None):
+# Relabelling keys: one byte per position, drawn in blocks of KEY_BLOCK positions (a
+# constant, so the draws do not depend on how rows or positions are chunked).
+KEY_BLOCK = 4096
+# Rows of a float32 product block: |entry| <= 2^11 after the split of each feature into
+# 2^12 hi + lo, so every partial sum of a 0/1 combination is an integer <= 2^23 (exact).
+_SPLIT_ROWS = 4096
+# Positions located at once when fixing the counts (packed bytes x rows of a sub-chunk).
+_LOCATE_BYTES = 2**22
+# Feature rows gathered at once for the count corrections.
+_GATHER_ROWS = 2**14
+_POPCOUNT = np.array([bin(v).count("1") for v in range(256)], dtype=np.uint8)
+# _SELECT[v, k]: bit offset (0 = most significant, np.packbits' order) of the k-th set bit of v
+_SELECT = np.zeros((256, 8), dtype=np.int64)
+for _v in range(256):
+    _bits = [b for b in range(8) if (_v >> (7 - b)) & 1]
+    _SELECT[_v, :len(_bits)] = _bits
+del _v, _bits
+
+
+class SubsetDraw:
+    """Uniformly random ``m``-subsets of ``range(n)``, ``n_rows`` of them.
+
+    Row ``r`` starts from i.i.d. Bernoulli(``t / 256``) selections, ``t =
+    round(256 m / n)`` clipped to ``[1, 255]``: one random byte per position compared
+    with ``t``. The bytes of position block ``b`` (``KEY_BLOCK`` positions, fewer if
+    ``n`` is small) and row ``r`` sit at a fixed offset of one PCG64 stream seeded from
+    ``rng`` (``advance``), so every row is the same whatever the chunks of rows and
+    positions it is computed in. Then the count ``K_r`` is fixed to exactly ``m``:
+    ``K_r - m`` uniformly random selected positions are unselected (or ``m - K_r``
+    unselected ones selected), their ranks drawn from a second generator
+    (``Generator.choice`` without replacement), in row order.
+
+    Law: the bytes are i.i.d. and the correction is uniform among the selected
+    (unselected) positions, so the law of a row is invariant under every
+    permutation of the positions; it is supported on the m-subsets, on which the
+    symmetric group acts transitively: it is the uniform law, exactly.
+
+    The numpy path never forms the fixed masks: it multiplies the Bernoulli masks
+    (float32, block by block) and corrects the sums by the rows it flips
+    (:func:`subset_sums`); :meth:`masks` forms them (dask input, tests).
+    """
+
+    def __init__(self, n, m, n_rows, rng):
+        self.n, self.m, self.n_rows = int(n), int(m), int(n_rows)
+        # one generator for the count corrections, one for the keys, drawn in this order
+        self.fix_rng = np.random.default_rng(int(rng.integers(2**63)))
+        self._state = np.random.PCG64(int(rng.integers(2**63))).state
+        self.threshold = np.uint8(min(255, max(1, round(256 * self.m / self.n))))
+        self.width = min(KEY_BLOCK, -(-self.n // 8) * 8)  # a multiple of 8 bytes
+        self.n_blocks = -(-self.n // self.width)
+        self._next_row = 0
+
+    def block(self, b):
+        """Positions ``[c0, c1)`` of key block ``b``."""
+        c0 = b * self.width
+        return c0, min(self.n, c0 + self.width)
+
+    def bernoulli(self, b, r0, r1, out):
+        """Selections of key block ``b`` for rows ``r0 .. r1 - 1`` into bool ``out``."""
+        words = self.width // 8
+        bg = np.random.PCG64()
+        bg.state = self._state
+        bg.advance((b * self.n_rows + r0) * words)
+        keys = bg.random_raw((r1 - r0) * words).view(np.uint8).reshape(r1 - r0, self.width)
+        c0, c1 = self.block(b)
+        np.less(keys[:, :c1 - c0], self.threshold, out=out)
+        return out
+
+    def fixes(self, packed, counts, r0):
+        """The positions whose selection flips in rows ``r0 ..`` (their packed masks).
+
+        Must be called for consecutive row ranges from 0 (the correction generator is
+        consumed in row order). Returns ``(rows, positions, signs)``, sorted by row:
+        ``signs`` is -1 where a selected position is unselected, +1 where one is added.
+        """
+        if r0 != self._next_row:
+            raise RuntimeError("count corrections must be drawn in row order")
+        n_rows = packed.shape[0]
+        self._next_row = r0 + n_rows
+        excess = np.asarray(counts, dtype=np.int64) - self.m
+        ranks = [np.sort(self.fix_rng.choice(int(c) if e > 0 else self.n - int(c), size=abs(e),
+                                             replace=False)) if e else _EMPTY
+                 for c, e in zip(counts, excess.tolist(), strict=True)]
+        rows, pos = [], []
+        n_words = -(-packed.shape[1] // 8)
+        step = max(1, _LOCATE_BYTES // (8 * n_words))
+        for s0 in range(0, n_rows, step):
+            s1 = min(n_rows, s0 + step)
+            lengths = np.array([ranks[r].size for r in range(s0, s1)])
+            if lengths.sum() == 0:
+                continue
+            # the rows' bits in 64-bit words (zero pad bytes); inverted rows count the
+            # unselected positions (their pad bits come after every position)
+            sub = np.zeros((s1 - s0, 8 * n_words), dtype=np.uint8)
+            sub[:, :packed.shape[1]] = packed[s0:s1]
+            invert = excess[s0:s1] < 0
+            sub[invert] = ~sub[invert]
+            cum = np.cumsum(_popcount_words(sub), axis=1)
+            local = np.repeat(np.arange(s1 - s0), lengths)
+            q = np.concatenate([ranks[r] for r in range(s0, s1)]).astype(np.int64)
+            # rows stacked into one increasing sequence: row i's counts + i (n + 64)
+            shift = np.arange(s1 - s0, dtype=np.int64) * (self.n + 64)
+            cum += shift[:, None]
+            flat = np.searchsorted(cum.ravel(), q + shift[local], side="right")
+            word = flat - local * n_words
+            octets = sub[local[:, None], 8 * word[:, None] + np.arange(8)]
+            # rank within that word, then the byte of that word, then the bit of the byte
+            q -= cum.ravel()[flat] - shift[local] - _popcount_words(octets).ravel()
+            ends = np.cumsum(_POPCOUNT[octets], axis=1, dtype=np.int64)
+            byte = (ends <= q[:, None]).sum(axis=1)
+            q -= np.where(byte > 0, ends[np.arange(q.size), np.maximum(byte - 1, 0)], 0)
+            bit = _SELECT[octets[np.arange(q.size), byte], q]
+            rows.append(local + s0)
+            pos.append(64 * word + 8 * byte + bit)
+        if not rows:
+            return _EMPTY, _EMPTY, _EMPTY
+        rows, pos = np.concatenate(rows), np.concatenate(pos)
+        signs = np.where(excess[rows] > 0, -1.0, 1.0)
+        return rows, pos, signs
+
+    def masks(self, r0, r1):
+        """The fixed masks of rows ``r0 .. r1 - 1``: bool, shape ``(r1 - r0, n)``."""
+        out = np.empty((r1 - r0, self.n), dtype=bool)
+        for b in range(self.n_blocks):
+            c0, c1 = self.block(b)
+            self.bernoulli(b, r0, r1, out[:, c0:c1])
+        packed = np.packbits(out, axis=1)
+        rows, pos, _ = self.fixes(packed, np.count_nonzero(out, axis=1), r0)
+        out[rows, pos] ^= True
+        return out
+
+
+_EMPTY = np.empty(0, dtype=np.int64)
+
+
+def _popcount_words(octets):
+    """Set bits of each group of 8 bytes (the last axis, a multiple of 8): int64."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        words = np.ascontiguousarray(octets).view(np.uint64)
+        return np.bitwise_count(words).astype(np.int64)
+    return _POPCOUNT[octets].reshape(*octets.shape[:-1], -1, 8).sum(axis=-1, dtype=np.int64)
+
+
+def subset_masks(n, m, n_rows, rng):
     """``n_rows`` uniformly random ``m``-subsets of ``range(n)`` as boolean masks.
 
-    Each row: ``ceil(n / 4)`` uint64 words from ``rng`` (a fixed amount per row, so
-    the rows do not depend on how they are chunked) give ``n`` 16-bit keys; the
-    positions with key ``< t`` (``t / 2^16 ~ m / n``) are selected, then the count is
-    fixed to exactly ``m`` by unselecting (or selecting) a uniformly random subset
-    of the selected (unselected) positions, drawn from ``fix_rng``. The law of the
-    result is invariant under every permutation of the positions (i.i.d. keys, a
-    uniform correction) and it is supported on the m-subsets, on which the symmetric
-    group acts transitively: it is the uniform law, exactly.
+    The masks of :class:`SubsetDraw` (``SubsetDraw(n, m, n_rows, rng).masks(0,
+    n_rows)``): the relabellings :func:`feature_mmd_statistics` sums for a generator
+    in the same state.
     """
-    words = -(-n // 4)
-    t = np.uint16(min(2**16 - 1, max(1, round(2**16 * m / n))))
-    # written into ``out`` (a bool array of shape (n_rows, n)) when given: no second copy
-    masks = np.empty((n_rows, n), dtype=bool) if out is None else out
-    # the keys a few rows at a time (8 bytes per word): the same stream as all at once,
-    # since each row takes exactly `words` 64-bit draws, in row order
-    step = max(1, MAX_KEY_BYTES // (8 * words))
-    for r0 in range(0, n_rows, step):
-        r1 = min(n_rows, r0 + step)
-        keys = rng.integers(0, 2**64, size=(r1 - r0, words), dtype=np.uint64, endpoint=False)
-        np.less(keys.view(np.uint16)[:, :n], t, out=masks[r0:r1])
-    counts = np.count_nonzero(masks, axis=1)
-    for r in range(n_rows):  # in row order: fix_rng is consumed independently of chunks
-        excess = int(counts[r]) - m
-        if excess == 0:
-            continue
-        pool = np.flatnonzero(masks[r] if excess > 0 else ~masks[r])
-        flip = fix_rng.choice(pool.size, size=abs(excess), replace=False)
-        masks[r, pool[flip]] = excess < 0
-    return masks
+    return SubsetDraw(n, m, n_rows, rng).masks(0, n_rows)
 
 
-def _masked_sums(F, masks, block_rows):
+def _split(F):
+    """``F = 2^12 hi + lo`` as one float32 array ``[hi, lo]``: abs(hi), abs(lo) <= 2^11."""
+    F = np.asarray(F, dtype=np.float32)
+    hi = np.rint(F * np.float32(2.0**-12))
+    return np.concatenate([hi, F - hi * np.float32(2.0**12)], axis=1)
+
+
+def _join(P, n_cols):
+    """float64 ``2^12 hi + lo`` of a product with a split block (exact integers)."""
+    return P[:, :n_cols].astype(np.float64) * 2.0**12 + P[:, n_cols:]
+
+
+def subset_sums(F, draw, r0, r1):
+    """``masks @ F`` for rows ``r0 .. r1 - 1`` of ``draw`` (float64, exact integers).
+
+    The Bernoulli masks of each key block are multiplied in float32 with the split
+    block of features (products 0 or an integer of magnitude at most 2^11, partial
+    sums at most 2^23: exact whatever BLAS does), packed (1 bit a position) for the
+    count corrections, then the flipped rows of ``F`` are subtracted or added (exact
+    integer sums below 2^53). Memory: the packed masks of the rows and one block.
+    """
+    n_rows, n_cols = r1 - r0, F.shape[1]
+    packed = np.empty((n_rows, -(-draw.n // 8)), dtype=np.uint8)
+    counts = np.zeros(n_rows, dtype=np.int64)
+    out = np.zeros((n_rows, n_cols))
+    sel = np.empty((n_rows, draw.width), dtype=bool)
+    maskf = np.empty((n_rows, draw.width), dtype=np.float32)
+    for b in range(draw.n_blocks):
+        c0, c1 = draw.block(b)
+        w = c1 - c0
+        draw.bernoulli(b, r0, r1, sel[:, :w])
+        pk = np.packbits(sel[:, :w], axis=1)
+        packed[:, c0 // 8:c0 // 8 + pk.shape[1]] = pk
+        counts += _POPCOUNT[pk].sum(axis=1, dtype=np.int64)
+        maskf[:, :w] = sel[:, :w]
+        for s0 in range(0, w, _SPLIT_ROWS):
+            s1 = min(w, s0 + _SPLIT_ROWS)
+            out += _join(maskf[:, s0:s1] @ _split(F[c0 + s0:c0 + s1]), n_cols)
+    rows, pos, signs = draw.fixes(packed, counts, r0)
+    for g0 in range(0, rows.size, _GATHER_ROWS):
+        g = slice(g0, g0 + _GATHER_ROWS)
+        k = signs[g].size
+        # (rows x k) signed selector times the k gathered rows: exact integer sums
+        sel = sparse.csr_matrix((signs[g], (rows[g], np.arange(k))), shape=(n_rows, k))
+        out += sel @ F[pos[g]].astype(np.float64)
+    return out
+
+
+def _masked_sums(F, masks, block_rows=_SPLIT_ROWS):
     """``masks @ F`` in float64, exact (integer features, integer partial sums).
 
-    Every product is 0 or an integer of magnitude at most 2^23 and every partial sum
-    an integer below 2^53, so BLAS's order of summation (blocking, threads, FMA) does
-    not change any bit of the result.
+    Blocks of at most ``_SPLIT_ROWS`` rows in float32 against the split features
+    (:func:`_split`): every product is 0 or an integer of magnitude at most 2^11 and
+    every partial sum an integer of magnitude at most 2^23, so BLAS's order of
+    summation (blocking, threads, FMA) does not change any bit of the result.
     """
-    out = np.zeros((masks.shape[0], F.shape[1]))
-    block = np.empty((masks.shape[0], min(block_rows, F.shape[0])))
-    for r0 in range(0, F.shape[0], block_rows):
-        r1 = min(r0 + block_rows, F.shape[0])
+    n_cols = F.shape[1]
+    out = np.zeros((masks.shape[0], n_cols))
+    step = max(1, min(block_rows, _SPLIT_ROWS))
+    block = np.empty((masks.shape[0], min(step, F.shape[0])), dtype=np.float32)
+    for r0 in range(0, F.shape[0], step):
+        r1 = min(r0 + step, F.shape[0])
         mb = block[:, :r1 - r0]
-        mb[...] = masks[:, r0:r1]  # bool -> float64 into a reused buffer
-        out += mb @ F[r0:r1].astype(np.float64)
+        mb[...] = masks[:, r0:r1]  # bool -> float32 into a reused buffer
+        out += _join(mb @ _split(F[r0:r1]), n_cols)
     return out
 
 
@@ -354,11 +525,12 @@ def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None
     group_sums = group_feature_sums(F, codes, sizes.size, block_rows)
     return mmd_statistics_from_sums(
         lambda masks: _masked_sums(F, masks, block_rows), group_sums, sizes,
-        n_permutations, rng, codes=codes, max_mask_bytes=max_mask_bytes)
+        n_permutations, rng, codes=codes, max_mask_bytes=max_mask_bytes,
+        subset_sums=lambda draw, r0, r1: subset_sums(F, draw, r0, r1))
 
 
 def mmd_statistics_from_sums(masked_sums, group_sums, sizes, n_permutations, rng, *,
-                             codes=None, max_mask_bytes=None):
+                             codes=None, max_mask_bytes=None, subset_sums=None):
     """The B + 1 feature MMD statistics from exact integer feature sums.
 
     The relabellings are drawn here, from ``rng``, in chunks of at most
@@ -381,6 +553,11 @@ def mmd_statistics_from_sums(masked_sums, group_sums, sizes, n_permutations, rng
     codes : ndarray of shape (N,), optional
         The observed group codes; needed for G >= 3 (the relabellings shuffle them).
     max_mask_bytes : int, optional
+    subset_sums : callable, optional
+        Two groups: ``(draw, r0, r1) -> masks @ F`` for relabellings ``r0 .. r1 - 1``
+        of the :class:`SubsetDraw` ``draw`` (:func:`subset_sums` in memory, in chunks
+        of ``max_mask_bytes`` of packed masks); by default ``masked_sums`` of
+        ``draw.masks(r0, r1)`` (``max_mask_bytes`` of boolean masks at a time).
 
     Returns
     -------
@@ -404,15 +581,19 @@ def mmd_statistics_from_sums(masked_sums, group_sums, sizes, n_permutations, rng
         small = int(np.argmin(sizes))
         p, q = int(sizes[small]), n - int(sizes[small])
         inv_p, inv_q = 1.0 / p, 1.0 / q
-        # one generator for the count corrections, drawn before any relabelling
-        fix_rng = np.random.default_rng(int(rng.integers(2**63)))
-        per = _chunk_columns(n, 1, max_mask_bytes)
+        draw = SubsetDraw(n, p, n_permutations, rng)
+        if subset_sums is None:  # the fixed masks, max_mask_bytes of bool at a time
+            per = _chunk_columns(n, 1, max_mask_bytes)
+
+            def subset_sums(draw, r0, r1):
+                return sums(draw.masks(r0, r1))
+        else:  # packed masks (1 bit a position), max_mask_bytes at a time
+            per = _chunk_columns(n, 0.125, max_mask_bytes)
         for start in range(0, n_stats, per):
             rows = min(per, n_stats - start)
             first = 1 if start == 0 else 0
-            masks = np.empty((rows - first, n), dtype=bool)
-            subset_masks(n, p, rows - first, rng, fix_rng, out=masks)
-            u_s = sums(masks)
+            # relabelling r (0-based) is statistic r + 1
+            u_s = subset_sums(draw, start - 1 + first, start + rows - 1)
             if first:  # the observed smaller group's sums lead the first chunk
                 u_s = np.concatenate([group_sums[small][None], u_s])
             s = u_s * inv_p - (total - u_s) * inv_q  # total - u_s: exact integers

@@ -71,32 +71,81 @@ def test_shrink_enforces_the_radius_exactly():
 
 # -- relabellings ----------------------------------------------------------------------------
 
-def test_subset_masks_are_uniform():
-    # all C(5, 2) = 10 subsets equally likely: chi-square goodness of fit
-    masks = feat.subset_masks(5, 2, 20000, np.random.default_rng(2), np.random.default_rng(3))
-    assert np.all(masks.sum(1) == 2)
-    codes = masks.astype(int) @ (2 ** np.arange(5))
-    counts = np.bincount(codes, minlength=32)
+def _subset_codes(masks):
+    return masks.astype(np.int64) @ (2 ** np.arange(masks.shape[1]))
+
+
+@pytest.mark.parametrize("n, m", [(5, 2), (6, 1), (7, 3)])
+def test_subset_masks_are_uniform(n, m):
+    # all C(n, m) subsets equally likely: chi-square goodness of fit (the key threshold
+    # t / 256 is off m / n for (5, 2) and (6, 1): most rows are corrected)
+    masks = feat.subset_masks(n, m, 5000, np.random.default_rng(2))
+    assert np.all(masks.sum(1) == m)
+    counts = np.bincount(_subset_codes(masks), minlength=2**n)
     counts = counts[counts > 0]
-    assert counts.size == 10
+    assert counts.size == math.comb(n, m)
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
-def test_subset_masks_do_not_depend_on_the_key_chunks(monkeypatch):
-    # the keys are drawn a few rows at a time (MAX_KEY_BYTES): the same masks as one draw
-    ref = feat.subset_masks(103, 40, 9, np.random.default_rng(3), np.random.default_rng(4))
-    monkeypatch.setattr(feat, "MAX_KEY_BYTES", 8)  # one row per draw
-    one = feat.subset_masks(103, 40, 9, np.random.default_rng(3), np.random.default_rng(4))
-    assert np.array_equal(one, ref)
-    assert np.all(one.sum(axis=1) == 40)
+class _FirstRanks:
+    """A biased correction: always the first selected (unselected) positions."""
+
+    def choice(self, a, size, replace):
+        return np.arange(size)
+
+
+def test_uniformity_check_catches_a_biased_count_fix():
+    draw = feat.SubsetDraw(5, 2, 5000, np.random.default_rng(2))
+    draw.fix_rng = _FirstRanks()
+    masks = draw.masks(0, 5000)
+    assert np.all(masks.sum(1) == 2)
+    counts = np.bincount(_subset_codes(masks), minlength=32)
+    assert stats.chisquare(counts[counts > 0]).pvalue < 1e-6
+
+
+def test_subset_masks_do_not_depend_on_the_row_chunks():
+    # 9000 positions: three key blocks, the last one short
+    ref = feat.subset_masks(9000, 3100, 9, np.random.default_rng(3))
+    draw = feat.SubsetDraw(9000, 3100, 9, np.random.default_rng(3))
+    got = np.vstack([draw.masks(0, 1), draw.masks(1, 4), draw.masks(4, 9)])
+    assert np.array_equal(got, ref)
+    assert np.all(ref.sum(axis=1) == 3100)
+    with pytest.raises(RuntimeError, match="row order"):
+        draw.masks(2, 3)
 
 
 def test_subset_masks_fix_the_count_both_ways():
     # m/n far from the key threshold's resolution: corrections add and remove positions
     for m in (1, 7, 13):
-        masks = feat.subset_masks(14, m, 500, np.random.default_rng(m),
-                                  np.random.default_rng(99))
+        masks = feat.subset_masks(14, m, 500, np.random.default_rng(m))
         assert np.all(masks.sum(1) == m)
+
+
+@pytest.mark.parametrize("n, m", [(70, 30), (9000, 4500), (5003, 17)])
+def test_subset_sums_are_the_sums_of_the_masks(n, m, monkeypatch):
+    # the in-memory path never forms the fixed masks: Bernoulli products plus the
+    # flipped rows; exactly masks @ F, in any row chunks, with either popcount
+    rng = np.random.default_rng(n)
+    F = feat.feature_map(rng.normal(size=(n, 3)), feat.draw_frequencies("rbf", 1.0, 3, 8, rng))
+    masks = feat.subset_masks(n, m, 23, np.random.default_rng(1))
+    ref = (masks.astype(np.int64) @ F.astype(np.int64)).astype(np.float64)
+    draw = feat.SubsetDraw(n, m, 23, np.random.default_rng(1))
+    got = np.vstack([feat.subset_sums(F, draw, 0, 5), feat.subset_sums(F, draw, 5, 23)])
+    assert np.array_equal(got, ref)
+    monkeypatch.delattr(np, "bitwise_count", raising=False)  # numpy < 2 popcount
+    draw = feat.SubsetDraw(n, m, 23, np.random.default_rng(1))
+    assert np.array_equal(feat.subset_sums(F, draw, 0, 23), ref)
+
+
+def test_split_products_are_exact_at_the_extremes():
+    # features at +-2^23 and 2^23 - 1 over a full float32 block: the split sums are exact
+    rows = feat._SPLIT_ROWS
+    F = np.tile(np.array([[2.0**23, -(2.0**23), 2.0**23 - 1, -(2.0**23 - 1), 2049.0]],
+                         dtype=np.float32), (rows, 1))
+    masks = np.ones((2, rows), dtype=bool)
+    masks[1, ::3] = False
+    ref = (masks.astype(np.int64) @ F.astype(np.int64)).astype(np.float64)
+    assert np.array_equal(feat._masked_sums(F, masks), ref)
 
 
 # -- statistics ------------------------------------------------------------------------------
@@ -108,9 +157,7 @@ def test_mmd_statistics_match_brute_force_and_chunking():
     F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 3, 16, rng))
     s = feat.feature_mmd_statistics(F, codes, 30, np.random.default_rng(5))
     # replay the relabellings with the same generator consumption
-    g = np.random.default_rng(5)
-    fix = np.random.default_rng(int(g.integers(2**63)))
-    masks = np.vstack([codes == 1, feat.subset_masks(70, 30, 30, g, fix)])
+    masks = np.vstack([codes == 1, feat.subset_masks(70, 30, 30, np.random.default_rng(5))])
     ref = brute_mmd(F.astype(np.float64) * Q, masks, 30, 40)
     assert np.allclose(s, ref, rtol=1e-12, atol=0)
     for mask_bytes, block in [(70, 7), (70 * 4, 64), (10**6, 5)]:
@@ -173,9 +220,8 @@ def test_abs_error_bounds_the_rounding():
     F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.2, 5, 32, rng))
     s = feat.feature_mmd_statistics(F, codes, 20, np.random.default_rng(11))
     Fi = F.astype(np.int64)
-    g = np.random.default_rng(11)
-    fix = np.random.default_rng(int(g.integers(2**63)))
-    masks = np.vstack([codes == 0, feat.subset_masks(300, 120, 20, g, fix)])
+    masks = np.vstack([codes == 0, feat.subset_masks(300, 120, 20,
+                                                     np.random.default_rng(11))])
     eta = feat.feature_mmd_abs_error(32, 2)
     for m, val in zip(masks, s, strict=True):
         us, ur = Fi[m].sum(0), Fi[~m].sum(0)
