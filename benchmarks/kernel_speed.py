@@ -30,6 +30,9 @@ Usage::
     python benchmarks/kernel_speed.py                 # full tables
     python benchmarks/kernel_speed.py --quick         # N in {1000, 2000}
     python benchmarks/kernel_speed.py --hsic-sizes 1000 2000 4000 --backend numba numba-f64
+
+The default ``DPMMDTest`` (the 19-bandwidth aggregate) is timed after each size's
+single-bandwidth rows, in products ``K @ V`` of the same run (``--skip-default`` skips it).
 """
 
 from __future__ import annotations
@@ -112,6 +115,22 @@ def worker(kind, n, d, n_perm, backend):
         base = _current_rss_mb()
         wall, spaced = _timed(lambda: est.fit(X, y), n)
         return {"wall": wall, "spaced": spaced, "peak_mb": _rss_mb(), "base_mb": base}
+    if kind == "mmd_default":
+        # the default DPMMDTest (the 19-bandwidth aggregate); one timed fit after a
+        # warm-up (median of 3 for N <= 2000)
+        from skdptest import DPMMDTest
+
+        X = rng.normal(size=(n, d))
+        y = np.repeat([0, 1], [n // 2, n - n // 2])
+        DPMMDTest(n_permutations=20, random_state=1).fit(rng.normal(size=(100, d)),
+                                                         np.repeat([0, 1], 50))
+        base = _current_rss_mb()
+        walls = []
+        for _ in range(3 if n <= 2000 else 1):
+            t0 = time.perf_counter()
+            DPMMDTest(n_permutations=n_perm, random_state=0).fit(X, y)
+            walls.append(time.perf_counter() - t0)
+        return {"wall": float(np.median(walls)), "peak_mb": _rss_mb(), "base_mb": base}
     if kind == "hsic_cyclic":
         from skdptest import DPHSICTest
 
@@ -174,6 +193,8 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--skip-mmd", action="store_true")
     parser.add_argument("--skip-hsic", action="store_true")
+    parser.add_argument("--skip-default", action="store_true",
+                        help="do not time the default dpMMD (the bandwidth aggregate)")
     args = parser.parse_args()
     if args.worker:
         kind, n, d, b, backend = args.worker
@@ -182,13 +203,17 @@ def main():
     if args.quick:
         args.sizes, args.hsic_sizes = [1000, 2000], [500, 1000]
     B = args.permutations
-    print(f"B = {B}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    import skdptest
+
+    print(f"B = {B}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
+          f"skdptest from {os.path.dirname(skdptest.__file__)}")
     if not args.skip_mmd:
         print("\ndpMMD (pooled N, two equal groups, rbf kernel, float64)")
         print("|     N |  d | dpMMD s | product s | ratio | spaced ratio | product GFLOP/s | "
               "peak MB | base MB |")
         print("|------:|---:|--------:|----------:|------:|-------------:|----------------:|"
               "--------:|--------:|")
+        defaults = []
         for n in args.sizes:
             gemms = []
             for d in args.dims:
@@ -204,6 +229,20 @@ def main():
                       f"{mmd['wall'] / gemm['wall']:5.2f} | {spaced:12.2f} | "
                       f"{gemm['gflops']:15.1f} | "
                       f"{mmd['peak_mb']:7.0f} | {mmd['base_mb']:7.0f} |", flush=True)
+                if not args.skip_default:
+                    agg = run("mmd_default", n, d, B)
+                    gemms.append(run("gemm", n, 0, B))
+                    gemm = sorted(gemms, key=lambda r: r["wall"])[len(gemms) // 2]
+                    defaults.append((n, d, agg, gemm))
+        if defaults:
+            print("\ndefault DPMMDTest (19-bandwidth aggregate), in products K @ V of the "
+                  "same run (median product of the rows above and one after it)")
+            print("|     N |  d | default s | product s | products | peak MB | base MB |")
+            print("|------:|---:|----------:|----------:|---------:|--------:|--------:|")
+            for n, d, agg, gemm in defaults:
+                print(f"| {n:5d} | {d:2d} | {agg['wall']:9.2f} | {gemm['wall']:9.3f} | "
+                      f"{agg['wall'] / gemm['wall']:8.2f} | {agg['peak_mb']:7.0f} | "
+                      f"{agg['base_mb']:7.0f} |", flush=True)
     if not args.skip_hsic:
         backends = args.backend
         if backends is None:

@@ -236,6 +236,42 @@ def stable_rbf(X, Y=None, gamma=None):
     return K
 
 
+def gram_distances(name, X):
+    """The pooled distances of the named ``rbf`` or ``laplacian`` kernel, held once.
+
+    ``rbf``: the squared euclidean distances exactly as :func:`stable_rbf` forms them
+    (scikit-learn's expansion; rows and columns of squared norm above
+    ``RBF_EXPANSION_MAX_SQNORM`` recomputed from coordinate differences);
+    ``laplacian``: the l1 distances of :func:`stable_laplacian`. Then
+    :func:`gram_from_distances` gives, for any ``gamma``, the Gram matrix of the kernel
+    bit for bit (the same elementwise operations on the same values): the bandwidth
+    aggregate evaluates the distances once per fit, one ``exp`` per bandwidth.
+    """
+    if name == "laplacian":
+        return manhattan_distances(X, None)
+    with np.errstate(over="ignore", invalid="ignore"):
+        D = euclidean_distances(X, None, squared=True)
+        sq = np.einsum("ij,ij->i", X, X)
+        big = np.flatnonzero(~(sq <= RBF_EXPANSION_MAX_SQNORM))
+        for i in big:  # stable_rbf's rows, then its columns (the same sums)
+            D[i] = np.sum((X - X[i]) ** 2, axis=1)
+        for j in big:
+            D[:, j] = np.sum((X - X[j]) ** 2, axis=1)
+    return D
+
+
+def gram_from_distances(D, gamma, out, rows=None):
+    """``exp(-gamma D)`` into ``out`` (rows ``r0:r1`` of both when ``rows`` is given),
+    with the exponent clamp of :func:`exp_of_exponents`: :func:`stable_rbf` or
+    :func:`stable_laplacian` bit for bit on the distances of :func:`gram_distances`."""
+    if rows is not None:
+        D, out = D[rows[0]:rows[1]], out[rows[0]:rows[1]]
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.multiply(D, -float(gamma), out=out)
+        exp_of_exponents(out)
+    return out
+
+
 def _gp_nonnegative(kernel):
     """Whether a scikit-learn GP kernel is known to take nonnegative values."""
     if isinstance(kernel, (gpk.RBF, gpk.Matern, gpk.RationalQuadratic,

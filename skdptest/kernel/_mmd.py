@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import threading
 from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
@@ -62,6 +63,8 @@ from ._kernels import (
     KERNEL_PARAMS_CONSTRAINT,
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
+    gram_distances,
+    gram_from_distances,
     kernel_eval_bytes,
     median_memory_bytes,
     private_median_gamma,
@@ -84,9 +87,11 @@ __all__ = [
 # it and it fits in this many bytes; otherwise kernel blocks are evaluated on
 # the fly (blocked path, never holding it).
 MAX_KERNEL_BYTES = 256 * 2**20
-# With one column chunk and a kernel matrix up to this size, its blocks are
-# evaluated while the coefficients are drawn in a thread (then held together).
-PREFETCH_KERNEL_BYTES = 32 * 2**20
+# With one column chunk and a kernel matrix up to this size, it is evaluated while
+# the coefficients are drawn in a thread (then held together): the triangular product
+# wherever the kernel is held at all (it was 32 MiB, so N = 4000 took the symmetric
+# blocking, (1 + 1/n_blocks) times the flops).
+PREFETCH_KERNEL_BYTES = MAX_KERNEL_BYTES
 # Bound on the float64 coefficient matrix V (N x columns) held at once.
 MAX_COLUMN_BYTES = 256 * 2**20
 # k-sample with more groups than this: one sparse product per relabelling.
@@ -243,6 +248,23 @@ def mmd_memory_bytes(n, n_groups, n_permutations, *, ksample=None, max_kernel_by
     return kernel + 2 * columns + codes + 64 * n_stats
 
 
+def mmd_aggregate_memory_bytes(n, n_groups, n_permutations, n_jobs=None, *, eval_bytes=16):
+    """Planned peak memory, in bytes, of :func:`mmd_aggregate_statistics`.
+
+    With the pooled distances held (:func:`aggregate_holds_distances`): the distances,
+    one Gram buffer per concurrent bandwidth (``n_jobs``) and one more ``8 N^2`` for the
+    distances' evaluation temporaries (then the ``exp`` masks), with the coefficient
+    chunk of :func:`mmd_memory_bytes`. Otherwise :func:`mmd_memory_bytes`.
+    """
+    single = mmd_memory_bytes(n, n_groups, n_permutations, eval_bytes=eval_bytes)
+    if not aggregate_holds_distances(n, n_groups, n_permutations):
+        return single
+    n_buffers = 1 if n_jobs is None or n_jobs == 1 else min(19, _joblib_workers(n_jobs))
+    full = 8 * n * n
+    kernel = max(2 * full, eval_bytes * n * n)
+    return single - kernel + full * (2 + n_buffers)
+
+
 def _block_edges(n):
     # Symmetric blocking does (1 + 1/n_blocks)/2 of the full product's work; at least
     # three blocks once they stay large enough for BLAS (measured fastest at N = 1000-2000).
@@ -254,10 +276,10 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
                            col_sq=None):
     """``diag(V^T K V)`` for every column chunk ``V`` produced by ``columns``.
 
-    ``K`` is the kernel matrix of ``X``. When it is held (one column chunk and
-    ``8 N^2 <= PREFETCH_KERNEL_BYTES``, 32 MiB, N <= 2048: evaluated while the chunk
-    is drawn in a thread; several chunks and ``8 N^2 <= max_kernel_bytes``: evaluated
-    once, reused), every chunk costs one triangular product
+    ``K`` is the kernel matrix of ``X``. When it is held (``8 N^2 <= max_kernel_bytes``,
+    256 MiB, N <= 5792; one column chunk: evaluated while the chunk is drawn in a
+    thread; several chunks: evaluated once, reused), every chunk costs one triangular
+    product
     (:func:`triangular_quadratic_forms`, ``N^2 C`` flops, half of ``K @ V``).
     Otherwise its blocks are evaluated on the fly for every chunk, never holding
     it: symmetric blocking uses only the blocks ``K[r, s]`` with ``r <= s``
@@ -286,7 +308,7 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
         K = held_kernel(X, kernel)
         return np.concatenate([triangular_quadratic_forms(K, V, col_sq) for V in columns])
     if n_chunks == 1 and 8 * n * n <= min(PREFETCH_KERNEL_BYTES, max_kernel_bytes):
-        # Small kernel, one chunk: the (mostly single-threaded: exp) kernel is
+        # The kernel fits, one chunk: the (mostly single-threaded: exp) kernel is
         # evaluated on a worker thread while the coefficients are drawn here
         # (numpy's bounded integers, sort and ufuncs release the GIL).
         V, K = run_in_threads([lambda: next(columns), lambda: held_kernel(X, kernel)])
@@ -707,20 +729,65 @@ def _trace_hkh(X, kernel):
     return trace - total / n
 
 
+def aggregate_holds_distances(n, n_groups, n_permutations, *, max_kernel_bytes=None):
+    """Whether the aggregate holds the pooled distances (a public function of the sizes).
+
+    Held when ``8 N^2 <= max_kernel_bytes`` (``MAX_KERNEL_BYTES``, 256 MiB: N <= 5792) and
+    the groups are at most ``MANY_GROUPS``; otherwise every bandwidth runs the
+    single-bandwidth computation on its own copy of the generator.
+    """
+    if max_kernel_bytes is None:
+        max_kernel_bytes = MAX_KERNEL_BYTES
+    return 8 * n * n <= max_kernel_bytes and not (n_groups > 2 and n_groups > MANY_GROUPS)
+
+
+def _gram_and_trace(D, gamma, out):
+    """The Gram matrix ``exp(-gamma D)`` into ``out`` and ``tr(K) - 1^T K 1 / N``.
+
+    The ``exp`` runs in fixed blocks of ``BLOCK_ROWS`` rows taken by :func:`blas_threads`
+    threads (numpy's ufuncs release the GIL); each block's sum and trace are kept per
+    block and added in block order, so the values do not depend on the thread count.
+    """
+    n = D.shape[0]
+    starts = list(range(0, n, BLOCK_ROWS))
+    sums, traces = np.empty(len(starts)), np.empty(len(starts))
+
+    def block(i, _):
+        r0 = starts[i]
+        r1 = min(r0 + BLOCK_ROWS, n)
+        Kb = gram_from_distances(D, gamma, out, rows=(r0, r1))
+        traces[i] = float(np.trace(Kb, offset=r0))
+        sums[i] = float(Kb.sum())
+
+    n_threads = 1 if n * n < _TWO_THREADS_MIN else blas_threads()
+    map_dynamic(block, [(i, None) for i in range(len(starts))], n_threads)
+    trace = total = 0.0
+    for t, s_ in zip(traces, sums, strict=True):  # the order of _trace_hkh's blocks
+        trace += t
+        total += s_
+    return out, trace - total / n
+
+
 def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n_jobs=None,
-                             progress=None):
+                             progress=None, kernel_name=None, max_kernel_bytes=None):
     """The B + 1 statistics of the bandwidth aggregate (see ``_bandwidth``).
 
     For every ``gamma`` of the public grid: the statistics ``s_b`` of
     :func:`mmd_permutation_statistics` with the SAME relabellings, minus the
     relabelling-invariant centring ``h = sqrt(max(c, f))``. Returns the maximum over
-    the grid, for each b. When the kernel matrix is held (``8 N^2 <=
-    PREFETCH_KERNEL_BYTES``) and the coefficients form one chunk, they are drawn once
-    and shared by every bandwidth (one triangular product each); otherwise each
-    bandwidth reads its own copy of ``rng`` in the same state. Either way ``rng`` ends
-    where one pass leaves it, and the relabellings are those of one single-bandwidth
-    test. Bandwidths are computed on ``n_jobs`` threads; every value is computed by
-    the same calls whatever ``n_jobs``.
+    the grid, for each b.
+
+    When the pooled distances fit (:func:`aggregate_holds_distances`; ``kernel_name``
+    "rbf" or "laplacian", the named kernel of ``kernel``) they are computed once (while
+    the relabellings are drawn, in a thread), the relabellings are drawn once and shared
+    by every bandwidth, and each bandwidth costs one ``exp`` of the distances (its Gram
+    matrix, bit for bit the kernel's, see ``_kernels.gram_from_distances``), whose sum
+    and trace give the centring, and one triangular product per column chunk
+    (several chunks: chunk by chunk, the Gram matrices recomputed for each). Otherwise
+    each bandwidth reads its own copy of ``rng`` in the same state. Either way ``rng``
+    ends where one pass leaves it, and the relabellings are those of one
+    single-bandwidth test. Bandwidths are computed on ``n_jobs`` threads; every value
+    is computed by the same calls whatever ``n_jobs``.
 
     Returns
     -------
@@ -731,37 +798,88 @@ def mmd_aggregate_statistics(X, codes, n_permutations, rng, kernel, gammas, *, n
     n, n_groups = codes.size, sizes.size
     ksample = n_groups > 2
     n_stats = n_permutations + 1
-    per_chunk = max(1, int(MAX_COLUMN_BYTES // (8 * n * (n_groups if ksample else 1))))
-    copies = None
-    if (8 * n * n <= PREFETCH_KERNEL_BYTES and n_stats <= per_chunk
-            and not (ksample and n_groups > MANY_GROUPS)):
-        columns, _, finish, col_sq = _coefficient_columns(codes, sizes, n_stats, ksample,
-                                                          per_chunk, rng)
-        chunks = list(columns)  # one matrix (k-sample: the pooled column, then one)
-
-        def statistics(i, k):
-            K = held_kernel(X, k)
-            cs = col_sq if k.unit_diagonal else None
-            q = np.concatenate([triangular_quadratic_forms(K, V, cs) for V in chunks])
-            return np.sqrt(np.maximum(finish(q), 0.0))
-    else:
-        copies = same_stream(rng, len(gammas))
-
-        def statistics(i, k):
-            return mmd_permutation_statistics(X, codes, n_permutations, copies[i], k)
+    if kernel_name in ("rbf", "laplacian") and aggregate_holds_distances(
+            n, n_groups, n_permutations, max_kernel_bytes=max_kernel_bytes):
+        return _aggregate_held(X, codes, sizes, n_stats, rng, kernel, gammas, kernel_name,
+                               n_jobs, progress)
+    copies = same_stream(rng, len(gammas))
 
     def one(i):
         k = kernel.with_gamma(gammas[i])
-        stats = statistics(i, k)
+        stats = mmd_permutation_statistics(X, codes, n_permutations, copies[i], k,
+                                           ksample=ksample,
+                                           max_kernel_bytes=max_kernel_bytes)
         h, _ = mmd_centre(_trace_hkh(X, k), sizes, kernel.kappa, kernel.nonnegative)
         if progress is not None:
             progress.step()
         return stats - h
 
     parts = map_in_threads(one, list(range(len(gammas))), n_jobs)
-    if copies is not None:
-        rng.bit_generator.state = copies[0].bit_generator.state
+    rng.bit_generator.state = copies[0].bit_generator.state
     return np.max(np.vstack(parts), axis=0)
+
+
+def _aggregate_held(X, codes, sizes, n_stats, rng, kernel, gammas, name, n_jobs, progress):
+    """:func:`mmd_aggregate_statistics` with the pooled distances held."""
+    n, n_groups = codes.size, sizes.size
+    ksample = n_groups > 2
+    per_chunk = max(1, int(MAX_COLUMN_BYTES // (8 * n * (n_groups if ksample else 1))))
+    columns, n_chunks, finish, col_sq = _coefficient_columns(codes, sizes, n_stats, ksample,
+                                                             per_chunk, rng)
+    cs = col_sq if kernel.unit_diagonal else None
+
+    def distances():
+        with limit_blas():  # as held_kernel: the same values, no spinning BLAS workers
+            return gram_distances(name, X)
+
+    first, D = run_in_threads([lambda: next(columns), distances])
+    n_gammas = len(gammas)
+    centres = [None] * n_gammas
+    parts = [[] for _ in range(n_gammas)]
+    # one Gram buffer per concurrent bandwidth (n_jobs threads take them in turn)
+    n_buffers = 1 if n_jobs is None or n_jobs == 1 else min(n_gammas, _joblib_workers(n_jobs))
+    buffers = [np.empty((n, n)) for _ in range(n_buffers)]
+    free = list(range(n_buffers))
+    lock = threading.Lock()
+
+    def chunk_forms(V):
+        def one(i):
+            with lock:
+                slot = free.pop()
+            try:
+                K, trace = _gram_and_trace(D, gammas[i], buffers[slot])
+                if centres[i] is None:
+                    centres[i] = mmd_centre(trace, sizes, kernel.kappa,
+                                            kernel.nonnegative)[0]
+                parts[i].append(np.concatenate([triangular_quadratic_forms(K, W, cs)
+                                                for W in V]))
+            finally:
+                with lock:
+                    free.append(slot)
+            if progress is not None and n_chunks <= 1 + ksample:
+                progress.step()
+
+        map_in_threads(one, list(range(n_gammas)), n_jobs)
+
+    if n_chunks <= 1 + ksample:  # one pass (k-sample: the pooled column and one chunk)
+        chunk_forms([first, *columns])
+    else:
+        chunk_forms([first])
+        for V in columns:
+            chunk_forms([V])
+        if progress is not None:
+            progress.step(n_gammas)
+    buffers = D = None  # freed before the final reductions
+    stats = [np.sqrt(np.maximum(finish(np.concatenate(p)), 0.0)) - centres[i]
+             for i, p in enumerate(parts)]
+    return np.max(np.vstack(stats), axis=0)
+
+
+def _joblib_workers(n_jobs):
+    """Threads joblib runs for ``n_jobs`` (its convention: -1 all cores, -2 all but one)."""
+    from joblib import effective_n_jobs
+
+    return max(1, int(effective_n_jobs(n_jobs)))
 
 
 _STACK_HINT = (
@@ -1061,9 +1179,11 @@ class DPMMDTest(BasePrivateTest):
     by ``np.partition``, with exact rejection of ties; more groups:
     ``Generator.permuted`` shuffles its rows); the kernel is evaluated in
     blocks, symmetrically (about half the work of the full product), and the
-    N x N matrix is never held unless it is small (32 MiB: its blocks are then
-    evaluated while the relabellings are drawn in a thread) or several column
-    chunks must reuse it and it fits in ``MAX_KERNEL_BYTES`` (256 MiB). With
+    N x N matrix is never held unless it fits in ``MAX_KERNEL_BYTES`` (256 MiB,
+    N <= 5792: evaluated while the relabellings are drawn in a thread, then one
+    triangular product per column chunk). The bandwidth aggregate holds the pooled
+    distances instead (same limit): computed once per fit, one ``exp`` and one
+    triangular product per bandwidth, the relabellings drawn once for all. With
     more than ``MANY_GROUPS`` (16) groups, each relabelling costs one sparse
     one-hot by kernel product instead (O(N^2) rather than O(G N^2)).
     Everything that can refuse the input (parameters, labels, kernel, memory)
@@ -1212,10 +1332,13 @@ class DPMMDTest(BasePrivateTest):
         else:
             sensitivity = mmd_sensitivity(sizes, kernel.diameter)
         n, n_groups = int(codes.size), int(sizes.size)
-        memory = _with_median_and_data(
-            mmd_memory_bytes(n, n_groups, params["n_permutations"],
-                             eval_bytes=kernel_eval_bytes(params["kernel"])),
-            params, n, X.shape[1])
+        if uses_aggregate(params["kernel"], params["kernel_params"]):
+            memory = mmd_aggregate_memory_bytes(n, n_groups, params["n_permutations"],
+                                                params["n_jobs"])
+        else:
+            memory = mmd_memory_bytes(n, n_groups, params["n_permutations"],
+                                      eval_bytes=kernel_eval_bytes(params["kernel"]))
+        memory = _with_median_and_data(memory, params, n, X.shape[1])
         hint = ""
         if memory > params["max_memory"]:  # the routes that fit (public sizes only)
             hint = fitting_routes([(
@@ -1333,7 +1456,7 @@ class DPMMDTest(BasePrivateTest):
                    "; n_jobs=-1 computes the bandwidths on all cores"))
             stats = mmd_aggregate_statistics(X, plan.codes, params["n_permutations"], rng,
                                              kernel, plan.gammas, n_jobs=params["n_jobs"],
-                                             progress=progress)
+                                             progress=progress, kernel_name=params["kernel"])
         else:
             progress = Progress(params["verbose"], 1, "statistics")
             progress.message(

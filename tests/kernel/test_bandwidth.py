@@ -27,7 +27,7 @@ def _mmd_stats(X, codes, B, seed, n_jobs=None):
     kernel = resolve_kernel("rbf", None, None, X)
     gammas = bandwidth_grid("rbf", X.shape[1])
     return mmd_aggregate_statistics(X, codes, B, np.random.default_rng(seed), kernel, gammas,
-                                    n_jobs=n_jobs)
+                                    n_jobs=n_jobs, kernel_name="rbf")
 
 
 def _hsic_stats(X, Y, B, seed, cyclic, n_jobs=None):
@@ -156,18 +156,19 @@ def test_centring_is_relabelling_invariant_so_validity_holds():
 
 @pytest.mark.parametrize("sizes", [[14, 19], [8, 9, 10]])
 def test_mmd_aggregate_shared_relabellings_match_per_bandwidth_copies(monkeypatch, sizes):
-    # Small N: the coefficients are drawn once and shared by every bandwidth; with the
-    # held-kernel cap at 0 each bandwidth draws them from its own copy of rng instead.
-    # Same relabellings, same values up to rounding, same end state of rng.
+    # Distances held: the coefficients are drawn once and shared by every bandwidth;
+    # with the held-kernel cap at 0 each bandwidth draws them from its own copy of rng
+    # (symmetric blocks on the fly). Same relabellings, same values up to rounding,
+    # same end state of rng.
     rng = np.random.default_rng(9)
     X = rng.normal(size=(sum(sizes), 2)) * 3.0
     codes = np.repeat(np.arange(len(sizes)), sizes)
     kernel = resolve_kernel("rbf", None, None, X)
     gammas = bandwidth_grid("rbf", 2)
     g1, g2 = np.random.default_rng(4), np.random.default_rng(4)
-    shared = mmd_aggregate_statistics(X, codes, 25, g1, kernel, gammas)
-    monkeypatch.setattr(mmd_mod, "PREFETCH_KERNEL_BYTES", 0)
-    copies = mmd_aggregate_statistics(X, codes, 25, g2, kernel, gammas)
+    shared = mmd_aggregate_statistics(X, codes, 25, g1, kernel, gammas, kernel_name="rbf")
+    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 0)
+    copies = mmd_aggregate_statistics(X, codes, 25, g2, kernel, gammas, kernel_name="rbf")
     np.testing.assert_allclose(shared, copies, rtol=0, atol=1e-7)  # sqrt near 0
     assert g1.bit_generator.state == g2.bit_generator.state
 
