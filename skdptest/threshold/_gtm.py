@@ -97,6 +97,14 @@ def default_mechanisms(epsilon):
     Returns
     -------
     mechanisms : list of NoisyThresholdQuery
+        The 63 queries, in the order the search examines them.
+
+    Examples
+    --------
+    >>> from skdptest.threshold import default_mechanisms
+    >>> mechanisms = default_mechanisms(1.0)
+    >>> len(mechanisms), mechanisms[0].epsilon
+    (63, 0.05)
     """
     eps_t = DEFAULT_EPSILON_RATIO * epsilon
     return [NoisyThresholdQuery(_BelowFraction(c), 0.0, eps_t) for c in _dyadic_grid()]

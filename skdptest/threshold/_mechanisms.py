@@ -52,6 +52,28 @@ class ThresholdMechanism(ABC):
 
     Subclasses set ``epsilon`` (and ``delta``, default 0) and implement
     :meth:`sample`.
+
+    Attributes
+    ----------
+    epsilon : float
+        ε of one output, > 0.
+    delta : float, default=0.0
+        δ of one output, in [0, 1).
+
+    Examples
+    --------
+    A fair coin that ignores the data (ε-DP for every ε > 0):
+
+    >>> import numpy as np
+    >>> from skdptest.threshold import ThresholdMechanism, check_mechanism
+    >>> class Coin(ThresholdMechanism):
+    ...     epsilon = 0.1
+    ...     def sample(self, X, y, size, rng):
+    ...         return rng.choice(np.array([-1, 1]), size=size)
+    >>> check_mechanism(Coin())
+    (0.1, 0.0)
+    >>> Coin().sample(np.zeros((3, 1)), None, 4, np.random.default_rng(0)).shape
+    (4,)
     """
 
     epsilon: float
@@ -82,9 +104,35 @@ class ThresholdMechanism(ABC):
 def check_mechanism(mechanism, name="mechanism"):
     """Validate a mechanism and return its ``(epsilon, delta)``.
 
-    Raises :class:`~skdptest.InvalidParameterError` (a ``TypeError`` and a
-    ``ValueError``) naming ``name`` when ``sample`` is missing, when ε is
-    missing, not a real number or not > 0, or when δ is outside [0, 1).
+    Parameters
+    ----------
+    mechanism : object
+        A :class:`ThresholdMechanism` or any object with a ``sample(X, y, size, rng)``
+        method and an ``epsilon`` attribute (``delta`` optional, default 0).
+    name : str, default="mechanism"
+        How refusals name it (e.g. ``"mechanisms[3]"``).
+
+    Returns
+    -------
+    epsilon, delta : float
+        The mechanism's privacy parameters.
+
+    Raises
+    ------
+    InvalidParameterError
+        A ``TypeError`` and a ``ValueError`` naming ``name`` when ``sample`` is
+        missing, when ε is missing, not a real number or not > 0, or when δ is
+        outside [0, 1).
+
+    Examples
+    --------
+    >>> from skdptest.threshold import RandomizedResponse, check_mechanism
+    >>> check_mechanism(RandomizedResponse(lambda X, y: X.mean() > 0, epsilon=0.5))
+    (0.5, 0.0)
+    >>> check_mechanism(object(), "mechanisms[0]")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    skdptest._params.InvalidParameterError: mechanisms[0] must have a method sample(...
     """
     if not callable(getattr(mechanism, "sample", None)):
         raise InvalidParameterError(

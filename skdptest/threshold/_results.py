@@ -55,6 +55,17 @@ class ThresholdResult(TestResult):
         ``"poisson"`` or ``"constant"``: how many evaluations each step ran
         (public parameter, see
         :class:`~skdptest.threshold.GeneralizedThresholdMechanism`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import GeneralizedThresholdMechanism
+    >>> X = np.random.default_rng(0).normal(3.0, 1.0, size=(200, 1))
+    >>> result = GeneralizedThresholdMechanism(epsilon=1.0, random_state=0).fit(X).result_
+    >>> result.n_mechanisms, result.work, result.epsilon, result.delta
+    (63, 'poisson', 1.0, 0.0)
+    >>> result.reject, result.n_examined == result.accepted + 1
+    (True, True)
     """
 
     accepted: int | None
