@@ -18,6 +18,10 @@ This module answers the planning questions on data that are not private:
   P_Q(E >= 1/α) of :class:`~skdptest.PrivateEValueTest` with
   ``statistic="exact"``, computed from the public laws alone by summing over the
   law of the release (no simulation, no data).
+- :func:`interval_width`, :func:`solve_n_width`: the expected width of a
+  ``confidence_interval`` (:class:`~skdptest.DPBinomialTest`,
+  :class:`~skdptest.DPBoundedMeanTest`) at n, and the smallest n reaching a target
+  width, by the same simulation.
 - :func:`plot_power`: power curves from a :func:`simulate_power` table.
 
 Privacy: these functions never see private data and release nothing; the only
@@ -43,6 +47,7 @@ from scipy import stats
 from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 
+from ._interval import check_confidence_level
 from ._noise import log_geometric_mixture
 from ._params import (
     Interval,
@@ -60,13 +65,16 @@ from .evalue._lattice import _REL_GUARD, LatticeExact
 from .evalue._laws import make_laws
 
 __all__ = [
+    "IntervalWidth",
     "PowerSolution",
     "evalue_power",
     "evalue_solve_n",
+    "interval_width",
     "plot_power",
     "simulate_power",
     "solve_epsilon",
     "solve_n",
+    "solve_n_width",
 ]
 
 # Repeats of one parameter combination are dispatched in blocks of this size: large
@@ -570,6 +578,190 @@ def _fixed(params, searched):
     if searched in params:
         raise InvalidParameterError(f"params must not set {searched}: it is searched.")
     return dict(params)
+
+
+# --------------------------------------------------------------------------------------
+# Planning the width of a confidence interval
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IntervalWidth:
+    """Result of :func:`interval_width` and :func:`solve_n_width`.
+
+    Attributes
+    ----------
+    n_samples : int
+        Rows per simulated fit (the n found, for :func:`solve_n_width`).
+    mean_width : float
+        Mean width of ``result_.confidence_interval(confidence_level)`` over the
+        simulated fits (the expected width, sampling and noise together).
+    se : float
+        Monte Carlo standard error of ``mean_width``.
+    median_width : float
+        Median width.
+    confidence_level : float
+        The level of the planned intervals.
+    table : pandas.DataFrame
+        One row per evaluated n (``n_samples``, ``mean_width``, ``se``,
+        ``median_width``), sorted by n.
+    """
+
+    n_samples: int
+    mean_width: float
+    se: float
+    median_width: float
+    confidence_level: float
+    table: pd.DataFrame
+
+
+def _widths(estimator, data_generator, n_samples, level, seeds):
+    """Widths of the intervals of fits of clones on fresh draws (budget removed, one
+    (data, noise) seed pair per repeat, as in :func:`simulate_power`)."""
+    seed_names = _seed_params(estimator)
+    out = []
+    for seq in seeds:
+        data_seq, noise_seq = seq.spawn(2)
+        X, y = _check_data(data_generator(n_samples, np.random.default_rng(data_seq)),
+                           n_samples)
+        est = clone(estimator)
+        noise = np.random.default_rng(noise_seq)
+        est.set_params(**{k: None for k in _strip_budgets(est)},
+                       **{k: noise for k in seed_names})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FixedRandomStateWarning)
+            result = _result_of(est.fit(X, y))
+        if not hasattr(result, "confidence_interval"):
+            raise TypeError(
+                f"{type(result).__name__} has no confidence_interval: interval planning "
+                "needs DPBinomialTest or DPBoundedMeanTest.")
+        out.append(result.confidence_interval(level).width)
+    return np.asarray(out)
+
+
+def _width_row(n, widths):
+    return {"n_samples": int(n), "mean_width": float(widths.mean()),
+            "se": float(widths.std(ddof=1) / math.sqrt(widths.size))
+            if widths.size > 1 else math.nan,
+            "median_width": float(np.median(widths))}
+
+
+def _check_width_args(estimator, n_repeats, confidence_level):
+    n_repeats = check_value(n_repeats, [Interval(Integral, 2, None)], "n_repeats")
+    level = check_confidence_level(confidence_level)
+    if _strip_budgets(estimator):
+        warnings.warn("interval planning does not charge a privacy budget: the "
+                      "estimator's budget is removed from the simulated copies.",
+                      UserWarning, stacklevel=3)
+    return n_repeats, level
+
+
+def interval_width(estimator, data_generator, n_samples, *, confidence_level=0.95,
+                   n_repeats=200, random_state=None):
+    """Expected width of an estimator's confidence interval at ``n_samples`` rows.
+
+    ``n_repeats`` clones of ``estimator`` (:class:`~skdptest.DPBinomialTest` or
+    :class:`~skdptest.DPBoundedMeanTest`, with its ε, bounds, bet and alternative) are
+    fitted on fresh draws of ``data_generator`` and the widths of
+    ``result_.confidence_interval(confidence_level)`` averaged. Nothing is charged;
+    the data must be synthetic or public (see :func:`simulate_power`).
+
+    Parameters
+    ----------
+    estimator : DPBinomialTest or DPBoundedMeanTest
+        The planned test (cloned; budget removed with a warning).
+    data_generator : callable
+        ``data_generator(n_samples, rng) -> (X, y)`` as in :func:`simulate_power`.
+    n_samples : int
+        Rows per fit.
+    confidence_level : float, default=0.95
+        Level of the intervals.
+    n_repeats : int, default=200
+        Simulated fits (at least 2).
+    random_state : int, numpy Generator or None, default=None
+        Seed of the simulation (data and noise).
+
+    Returns
+    -------
+    IntervalWidth
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.power import interval_width
+    >>> def draw(n, rng):
+    ...     return rng.binomial(1, 0.3, size=(n, 1)), None
+    >>> plan = interval_width(DPBinomialTest(epsilon=1.0), draw, 1000, n_repeats=20,
+    ...                       random_state=0)
+    >>> 0.04 < plan.mean_width < 0.07
+    True
+    """
+    n_samples = check_value(n_samples, [Interval(Integral, 1, None)], "n_samples")
+    n_repeats, level = _check_width_args(estimator, n_repeats, confidence_level)
+    seeds = _root_sequence(random_state).spawn(n_repeats)
+    row = _width_row(n_samples, _widths(estimator, data_generator, n_samples, level, seeds))
+    return IntervalWidth(n_samples=n_samples, mean_width=row["mean_width"], se=row["se"],
+                         median_width=row["median_width"], confidence_level=level,
+                         table=pd.DataFrame([row]))
+
+
+def solve_n_width(estimator, data_generator, width, *, confidence_level=0.95, n_min=10,
+                  n_max=100_000, n_repeats=200, rtol=0.05, random_state=None):
+    """Smallest n whose simulated expected interval width is at most ``width``.
+
+    Doubling from ``n_min``, then bisection down to ``rtol`` · n, on
+    :func:`interval_width` with one seed for every n (common random numbers, so the
+    simulated width curve is close to monotone). The answer has Monte Carlo error
+    (``se``); nothing is charged.
+
+    Parameters
+    ----------
+    estimator, data_generator, confidence_level, n_repeats, random_state :
+        As in :func:`interval_width`.
+    width : float
+        Target expected width (> 0, in the parameter's unit).
+    n_min, n_max : int, default=10, 100000
+        Search range.
+    rtol : float, default=0.05
+        Relative width at which the bisection stops.
+
+    Returns
+    -------
+    IntervalWidth
+        At the n found; ``table`` holds every evaluated n.
+
+    Raises
+    ------
+    ValueError
+        If the expected width at ``n_max`` is still above ``width``.
+    """
+    width = check_value(width, [Interval(Real, 0, None, closed="neither")], "width")
+    n_min = check_value(n_min, [Interval(Integral, 1, None)], "n_min")
+    n_max = check_value(n_max, [Interval(Integral, n_min, None)], "n_max")
+    rtol = check_value(rtol, [Interval(Real, 0, None, closed="neither")], "rtol")
+    n_repeats, level = _check_width_args(estimator, n_repeats, confidence_level)
+    seed = _root_sequence(random_state).generate_state(1)[0]
+    rows = {}
+
+    def minus_width(n):
+        seeds = np.random.SeedSequence(int(seed)).spawn(n_repeats)
+        rows[n] = _width_row(n, _widths(estimator, data_generator, n, level, seeds))
+        return -rows[n]["mean_width"]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # warned once above
+        value, _ = _search(minus_width, n_min, n_max, -width, integer=True, rtol=rtol)
+    table = pd.DataFrame(sorted(rows.values(), key=lambda r: r["n_samples"]))
+    if value is None:
+        raise ValueError(
+            f"the target width {width} is not reached at n_max={n_max} (expected width "
+            f"{rows[n_max]['mean_width']:.4g}); raise n_max or change the other "
+            "parameters.")
+    row = rows[value]
+    return IntervalWidth(n_samples=int(value), mean_width=row["mean_width"], se=row["se"],
+                         median_width=row["median_width"], confidence_level=level,
+                         table=table)
 
 
 # --------------------------------------------------------------------------------------

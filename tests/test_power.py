@@ -497,3 +497,59 @@ def test_every_everyday_test_has_a_plan():
                 if getattr(skdptest, name).__module__.startswith("skdptest.classical")
                 and name.startswith("DP")}
     assert everyday == set(_CLASSICAL_PLANS)
+
+
+# --------------------------------------------------------------------------------------
+# Planning the width of a confidence interval
+# --------------------------------------------------------------------------------------
+
+def test_interval_width_is_the_mean_width_of_the_simulated_fits():
+    from skdptest import DPBinomialTest
+    from skdptest.power import IntervalWidth, interval_width
+
+    est = DPBinomialTest(epsilon=1.0, alternative="greater")
+    plan = interval_width(est, bernoulli_draw(0.3), 200, confidence_level=0.9,
+                          n_repeats=6, random_state=4)
+    assert isinstance(plan, IntervalWidth) and plan.confidence_level == 0.9
+    # the same fits by hand: one (data, noise) seed pair per repeat
+    widths = []
+    for seq in np.random.SeedSequence(4).spawn(6):
+        data_seq, noise_seq = seq.spawn(2)
+        X, _ = bernoulli_draw(0.3)(200, np.random.default_rng(data_seq))
+        fitted = est.set_params(random_state=np.random.default_rng(noise_seq)).fit(X)
+        widths.append(fitted.result_.confidence_interval(0.9).width)
+    assert plan.mean_width == pytest.approx(np.mean(widths), rel=1e-12)
+    assert plan.se == pytest.approx(np.std(widths, ddof=1) / math.sqrt(6), rel=1e-12)
+
+
+def test_solve_n_width_reaches_the_target_width():
+    from skdptest import DPBinomialTest
+    from skdptest.power import solve_n_width
+
+    est = DPBinomialTest(epsilon=1.0, alternative="greater")
+    sol = solve_n_width(est, bernoulli_draw(0.5), 0.25, n_min=8, n_max=400, n_repeats=4,
+                        rtol=0.3, random_state=0)
+    table = sol.table.set_index("n_samples")["mean_width"]
+    assert sol.mean_width <= 0.25 and table.index.is_monotonic_increasing
+    assert all(table[n] > 0.25 for n in table.index if n < sol.n_samples)
+    # non-private reference: the Clopper–Pearson width at θ = 1/2 is 0.37 at n = 30 and
+    # 0.18 at n = 120, so the n reaching 0.25 lies between
+    assert 30 <= sol.n_samples <= 120
+
+
+def test_interval_planning_refusals():
+    from skdptest import DPBinomialTest
+    from skdptest.power import interval_width, solve_n_width
+
+    est = DPBinomialTest(epsilon=1.0, alternative="greater")
+    with pytest.raises(InvalidParameterError, match="width"):
+        solve_n_width(est, bernoulli_draw(0.5), -1.0)
+    with pytest.raises(InvalidParameterError, match="confidence_level"):
+        interval_width(est, bernoulli_draw(0.5), 20, confidence_level=1.5)
+    with pytest.raises(ValueError, match="target width 0.001 is not reached"):
+        solve_n_width(est, bernoulli_draw(0.5), 0.001, n_min=8, n_max=16, n_repeats=2,
+                      random_state=0)
+    with pytest.raises(TypeError, match="has no confidence_interval"):
+        interval_width(DPMMDTest(n_permutations=19), lambda n, rng: (
+            rng.normal(size=(n, 2)), np.repeat([0, 1], n // 2)), 20, n_repeats=2,
+            random_state=0)
