@@ -24,7 +24,6 @@ from .._params import (
 )
 from .._threads import blas_threads, limit_blas, run_in_threads
 from ._bandwidth import (
-    Progress,
     aggregate_sensitivity,
     bandwidth_grid,
     centre_abs_error,
@@ -52,6 +51,12 @@ from ._features import (
     make_features,
     spectral_gamma,
 )
+from ._hsic_blocked import (
+    BLOCKED_KERNELS,
+    blocked_aggregate_statistics,
+    choose_diagonal_block,
+)
+from ._hsic_time import HSICProgress, check_time, predict_seconds
 from ._kernels import (
     EVAL_BYTES_NAMED,
     KERNEL_CONSTRAINT,
@@ -86,6 +91,9 @@ _THREADS_MIN_WORK = 5e7
 # (below it, loading the cached kernel, or compiling it once, costs more than
 # it saves).
 _NUMBA_MIN_WORK = 1e9
+# The in-memory cyclic aggregate runs when its plan is at most this (and max_memory);
+# above it (n > about 2600 with 19 x 19 bandwidths) the blocked one (_hsic_blocked).
+IN_MEMORY_AGGREGATE_MAX = 2**30
 # Diagonals gathered at once for their spectra (the aggregate's cyclic path).
 _SPECTRA_BLOCK = 256
 # Safety factor of the certified float32 error bound (see _blocked_error_bound);
@@ -945,15 +953,33 @@ class DPHSICTest(BasePrivateTest):
         permutations and O(n) block temporaries: n = 20 000, B = 2000 plans
         1.89 GiB; the cyclic path float64 n x n matrices, ``24 n^2`` and more;
         the aggregate, ``hsic_aggregate_memory_bytes``, the spectra of its 19 y
-        Gram matrices, about ``152 n^2``). A larger fit is refused before the
+        Gram matrices, about ``152 n^2``). When the default cyclic aggregate
+        (rbf or laplacian kernels) plans more than ``max_memory`` or 1 GiB (n
+        above about 2600 with 19 x 19 bandwidths), it runs by diagonal blocks
+        instead (``result_.method`` "dpHSIC cyclic aggregate blocked", see
+        ``skdptest/kernel/_hsic_blocked.py``): the same statistic, sensitivity
+        and noise, ``O(block n)`` memory per bandwidth plus ``16 n_x n_y (n / 2
+        + 1)`` bytes of accumulated spectra: n = 20 000 plans 1.2 GiB and
+        n = 10**5 3.5 GiB. A fit that fits no route is refused before the
         budget is charged, naming the routes that fit.
+    max_time : float, default=None
+        Public limit, in seconds, on the predicted running time of a fit: a fit
+        predicted to take longer is refused before the budget is charged. The
+        prediction (``skdptest/kernel/_hsic_time.py``) counts the route's
+        dominant operations from public sizes (n, the numbers of features, B,
+        the grids) and times them on this machine with a ~0.1 s
+        micro-benchmark on public arrays; the random-features route is not
+        predicted (never refused). None: no limit.
     n_jobs : int, default=None
         Threads (joblib) over the x bandwidths of the aggregate (BLAS capped
         at one thread per worker); -1 uses all cores. The release does not
         depend on it.
-    verbose : {0, 1}, default=0
-        1 prints the aggregate's progress (x bandwidths done, elapsed, ETA)
-        and one-time hints (``cyclic=True``, ``n_jobs=-1``) to stderr.
+    verbose : {0, 1} or "auto", default="auto"
+        1 prints the predicted running time, then the progress (work units
+        done, elapsed, ETA) and one-time hints (``cyclic=True``, ``n_jobs=-1``)
+        to stderr; "auto" does so when the fit is predicted to take more than
+        10 s (see ``max_time``); 0 prints nothing. Nothing printed is derived
+        from the data.
     method : {"exact", "features"}, default="exact"
         ``"features"``: random Fourier features on both sides (``kernel`` and
         ``y_kernel`` rbf or laplacian; each ``gamma`` numeric, ``"median"`` or, if
@@ -1104,8 +1130,9 @@ class DPHSICTest(BasePrivateTest):
         "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
         "cyclic": [Boolean(), Options("auto")],
         "max_memory": [Interval(Integral, 1, None)],
+        "max_time": [NoneValue(), Interval(Real, 0, None, closed="neither")],
         "n_jobs": [NoneValue(), Interval(Integral, None, None)],
-        "verbose": [Interval(Integral, 0, 1)],
+        "verbose": [Interval(Integral, 0, 1), Options("auto")],
         "method": [Options("exact", "features")],
         "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
         "feature_map": [Options("fourier", "squared")],
@@ -1116,7 +1143,8 @@ class DPHSICTest(BasePrivateTest):
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None,
                  y_kernel="rbf", y_kernel_params=None, y_kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, cyclic="auto",
-                 max_memory=DEFAULT_MAX_MEMORY, n_jobs=None, verbose=0, method="exact",
+                 max_memory=DEFAULT_MAX_MEMORY, max_time=None, n_jobs=None, verbose="auto",
+                 method="exact",
                  n_components=64, feature_map="fourier",
                  budget=None, random_state=None):
         self.kernel = kernel
@@ -1131,6 +1159,7 @@ class DPHSICTest(BasePrivateTest):
         self.n_permutations = n_permutations
         self.cyclic = cyclic
         self.max_memory = max_memory
+        self.max_time = max_time
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.method = method
@@ -1218,24 +1247,41 @@ class DPHSICTest(BasePrivateTest):
                 ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params or "
                  "y_kernel_params without 'gamma'); one bandwidth pair runs on the BLAS "
                  "threads in force (leave n_jobs=None).")])
+        # the private medians run first, on one marginal at a time; the validated data
+        # may be a float64 copy of the input
+        extra = 16 * n * (X.shape[1] + y.shape[1])
+        if uses_private_median(params["kernel"], params["kernel_params"]) or \
+                uses_private_median(params["y_kernel"], params["y_kernel_params"]):
+            floor = median_memory_bytes(n)
+        else:
+            floor = 0
+        blocked = None
+        workers = 1
         if aggregate:  # in-memory Gram matrices (or their spectra), see the function
             workers = min(effective_n_jobs(params["n_jobs"] or 1), len(grids[0]))
             memory = hsic_aggregate_memory_bytes(
                 n, B, len(grids[0]), len(grids[1]), cyclic=cyclic, workers=workers,
                 eval_bytes=max(kernel_eval_bytes(params["kernel"]),
                                kernel_eval_bytes(params["y_kernel"])))
+            limit = min(params["max_memory"], IN_MEMORY_AGGREGATE_MAX)
+            if cyclic and max(memory, floor) + extra > limit and all(
+                    params[name] in BLOCKED_KERNELS for name in ("kernel", "y_kernel")):
+                # the automatic route: the same statistic by diagonal blocks, O(block n)
+                # memory per bandwidth (see _hsic_blocked), when the in-memory one would
+                # exceed max_memory or 1 GiB (public n, grids, n_jobs and max_memory
+                # only); it is also the faster one there
+                block, need = choose_diagonal_block(
+                    n, len(grids[0]), len(grids[1]), workers,
+                    params["max_memory"] - extra)
+                if block is not None:
+                    blocked, memory = block, need
         else:
             memory = hsic_memory_bytes(n, B, cyclic=cyclic, eval_bytes=max(
                 kernel_eval_bytes(params["kernel"]), kernel_eval_bytes(params["y_kernel"])))
-        # the private medians run first, on one marginal at a time; the validated data
-        # may be a float64 copy of the input
-        if uses_private_median(params["kernel"], params["kernel_params"]) or \
-                uses_private_median(params["y_kernel"], params["y_kernel_params"]):
-            memory = max(memory, median_memory_bytes(n))
-        memory += 16 * n * (X.shape[1] + y.shape[1])
+        memory = max(memory, floor) + extra
         hint = ""
         if memory > params["max_memory"]:  # the routes that fit (public sizes only)
-            data = 16 * n * (X.shape[1] + y.shape[1])
+            data = extra
             routes = [
                 ("kernel_params={'gamma': g} and y_kernel_params={'gamma': g} (one "
                  "bandwidth pair, the blocked exact path, cyclic=False)",
@@ -1253,6 +1299,13 @@ class DPHSICTest(BasePrivateTest):
         check_memory(memory, params["max_memory"],
                      f"DPHSICTest with n = {n} pairs"
                      + ("" if cyclic else f" and n_permutations = {B}"), hint)
+        route = ("cyclic " if cyclic else "") + ("aggregate" if aggregate else "")
+        route = (route.strip() or "exact") + (" blocked" if blocked else "")
+        predicted = predict_seconds(
+            route, n, X.shape[1], y.shape[1], len(grids[0]), len(grids[1]), B,
+            backend_numba=_resolve_backend("auto", float(n) * n * (B + 1)) == "numba",
+            workers=workers)
+        check_time(predicted, params["max_time"], f"DPHSICTest ({route}) with n = {n} pairs")
         median = (uses_private_median(params["kernel"], params["kernel_params"]),
                   uses_private_median(params["y_kernel"], params["y_kernel_params"]))
         noise_epsilon = params["epsilon"]
@@ -1273,6 +1326,7 @@ class DPHSICTest(BasePrivateTest):
             noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
             memory_bytes=memory, cyclic=bool(cyclic),
             grids=(tuple(grids[0]), tuple(grids[1])) if aggregate else None,
+            blocked=blocked, predicted_seconds=predicted,
         )
 
     def _features_plan(self, params, X, y):
@@ -1353,34 +1407,58 @@ class DPHSICTest(BasePrivateTest):
                 kernels[k] = kernels[k].with_gamma(gammas[k])
         kx, ky = kernels
         method = "dpHSIC cyclic" if plan.cyclic else "dpHSIC"
-        if plan.grids is not None:
+        verbose, predicted = params["verbose"], plan.predicted_seconds
+        if plan.grids is not None and plan.blocked is not None:
+            sides = []
+            for k, (name, grid) in enumerate(zip(("kernel", "y_kernel"), plan.grids,
+                                                 strict=True)):
+                if grid != (None,):
+                    sides.append((params[name], grid))
+                    continue
+                gamma = gammas[k] if plan.median[k] else (params[f"{name}_params"] or {}).get(
+                    "gamma")
+                if gamma is None:  # scikit-learn's default, 1 / n_features
+                    gamma = 1.0 / (X if k == 0 else y).shape[1]
+                sides.append((params[name], (float(gamma),)))
+            steps = 2 * -(-X.shape[0] // plan.blocked)
+            progress = HSICProgress(verbose, predicted, steps, "diagonal blocks")
+            progress.begin(f"dpHSIC cyclic aggregate by diagonal blocks: "
+                           f"{len(plan.grids[0]) * len(plan.grids[1])} bandwidth pairs on "
+                           f"n = {X.shape[0]} pairs, {plan.blocked} diagonals per block")
+            stats = blocked_aggregate_statistics(
+                X, y, rng, sides[0], sides[1], (kx.kappa, ky.kappa),
+                (kx.nonnegative, ky.nonnegative), block=plan.blocked,
+                n_jobs=params["n_jobs"], progress=progress)
+            bounds = refine = None
+            method += " aggregate blocked"
+        elif plan.grids is not None:
             pairs = len(plan.grids[0]) * len(plan.grids[1])
-            progress = Progress(params["verbose"], len(plan.grids[0]), "x bandwidths")
+            progress = HSICProgress(verbose, predicted, len(plan.grids[0]), "x bandwidths")
             hints = []
             if not plan.cyclic:
                 hints.append("cyclic=True (FFT) is much faster")
             if params["n_jobs"] in (None, 1):
                 hints.append("n_jobs=-1 uses all cores")
-            progress.message(f"dpHSIC aggregate: {pairs} bandwidth pairs on n = {X.shape[0]} "
-                             "pairs" + ("; " + ", ".join(hints) if hints else ""))
+            progress.begin(f"dpHSIC aggregate: {pairs} bandwidth pairs on n = {X.shape[0]} "
+                           "pairs" + ("; " + ", ".join(hints) if hints else ""))
             stats = hsic_aggregate_statistics(
                 X, y, params["n_permutations"], rng, kx, ky, *plan.grids, cyclic=plan.cyclic,
                 n_jobs=params["n_jobs"], progress=progress)
             bounds = refine = None
             method += " aggregate"
         elif plan.cyclic:
-            progress = Progress(params["verbose"], 1, "statistics")
-            progress.message(f"dpHSIC cyclic: {X.shape[0]} shifts by FFT")
+            progress = HSICProgress(verbose, predicted, 1, "statistics")
+            progress.begin(f"dpHSIC cyclic: {X.shape[0]} shifts by FFT")
             stats = hsic_cyclic_statistics(X, y, rng, kx, ky, squared=plan.squared)
             bounds = refine = None
             progress.step()
         else:
-            progress = Progress(params["verbose"], 1, "statistics")
+            progress = HSICProgress(verbose, predicted, 1, "statistics")
             hints = ["cyclic=True (FFT) is much faster"]
             if _load_numba() is None:
                 hints.append("pip install 'skdptest[fast]' (numba) speeds this path up")
-            progress.message(f"dpHSIC: {params['n_permutations'] + 1} statistics on n = "
-                             f"{X.shape[0]} pairs; " + ", ".join(hints))
+            progress.begin(f"dpHSIC: {params['n_permutations'] + 1} statistics on n = "
+                           f"{X.shape[0]} pairs; " + ", ".join(hints))
             stats, bounds, refine = _hsic_statistics(X, y, params["n_permutations"], rng,
                                                      kx, ky, squared=plan.squared)
             progress.step()
@@ -1431,6 +1509,10 @@ class _HSICPlan:
     memory_bytes: int
     cyclic: bool = False
     grids: tuple | None = None
+    # diagonals per block of the blocked cyclic aggregate (_hsic_blocked), else None
+    blocked: int | None = None
+    # predicted running time, seconds (public sizes; progress and max_time)
+    predicted_seconds: float = 0.0
     # ((kernel, gamma or None), (y_kernel, gamma or None), n_components) with
     # method="features", else None
     features: tuple | None = None

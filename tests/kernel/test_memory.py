@@ -95,8 +95,12 @@ def test_default_hsic_plan_at_the_reported_sizes():
     # the issue's measurements: default dpHSIC (cyclic aggregate, 19 x 19 bandwidths)
     # peaked at 1.38 GiB (n = 2000) and 5.09 GB (n = 4000); the y spectra (19 complex
     # n x (n/2 + 1) arrays) are now the bulk, planned with the x worker's arrays
-    X = np.zeros((4000, 1))
+    X = np.zeros((2000, 1))
     plan = DPHSICTest()._prepare(X, X[:, 0], reset=True).plan.memory_bytes
-    spectra = 19 * 16 * 4000 * 2001
-    assert spectra < plan < spectra + 4 * 8 * 4000**2
-    assert plan < 4 * 2**30  # accepted under the default max_memory
+    spectra = 19 * 16 * 2000 * 1001
+    assert spectra < plan < spectra + 4 * 8 * 2000**2
+    # above 1 GiB of plan (n > about 2600) the same statistic runs by diagonal blocks
+    # (issue 20: n = 4000 peaked at 5.09 GB): O(block n) per bandwidth
+    X = np.zeros((4000, 1))
+    plan = DPHSICTest()._prepare(X, X[:, 0], reset=True).plan
+    assert plan.blocked is not None and plan.memory_bytes < 0.1 * 2**30
