@@ -74,6 +74,13 @@ def dpsprt_boundaries(n, alpha, beta, epsilon, sensitivity):
     ----------
     .. [1] Michel, Basu, Kaufmann. "DP-SPRT: Differentially Private Sequential
        Probability Ratio Tests." AISTATS 2026, arXiv:2508.06377.
+
+    Examples
+    --------
+    >>> from skdptest.baselines import dpsprt_boundaries
+    >>> lower, upper = dpsprt_boundaries([1, 100], 0.05, 0.05, 1.0, 2.0)
+    >>> bool((lower < 0).all() and (upper > 0).all() and upper[1] > upper[0])
+    True
     """
     n = np.asarray(n, dtype=float)
     g = _gamma(epsilon)

@@ -94,6 +94,13 @@ def lt19_acceptance_probability(p, gamma, cap=None):
     Returns
     -------
     prob : float or ndarray
+        Acceptance probability, of the shape of ``p``.
+
+    Examples
+    --------
+    >>> from skdptest.baselines import lt19_acceptance_probability
+    >>> round(float(lt19_acceptance_probability(0.5, 0.1)), 4)  # 0.5 / (0.5 + 0.05)
+    0.9091
     """
     _check_gamma(gamma)
     p = np.asarray(p, dtype=float)
@@ -104,7 +111,30 @@ def lt19_acceptance_probability(p, gamma, cap=None):
 
 
 def lt19_expected_runs(p, gamma, cap=None):
-    """Expected number of runs of the mechanism: 1/(p + γ(1 − p)), or (1 − r^T)/(1 − r)."""
+    """Expected number of runs of the mechanism: 1/(p + γ(1 − p)), or (1 − r^T)/(1 − r).
+
+    Parameters
+    ----------
+    p : float or ndarray
+        Pr[M = +1].
+    gamma : float
+        Stopping probability in (0, 1].
+    cap : int or None, default=None
+        Largest number of runs T (None: unbounded).
+
+    Returns
+    -------
+    runs : float or ndarray
+        Expected number of runs, of the shape of ``p``; r = (1 − p)(1 − γ).
+
+    Examples
+    --------
+    >>> from skdptest.baselines import lt19_expected_runs
+    >>> round(float(lt19_expected_runs(0.5, 0.1)), 4)  # 1 / (0.5 + 0.05)
+    1.8182
+    >>> round(float(lt19_expected_runs(0.5, 0.1, cap=3)), 4)  # 1 + r + r**2, r = 0.45
+    1.6525
+    """
     _check_gamma(gamma)
     p = np.asarray(p, dtype=float)
     r = (1.0 - p) * (1.0 - gamma)
@@ -195,6 +225,18 @@ def sequential_lt_test(mechanisms, X, y, p_star, beta, rng, cap=None):
         0-based index of the accepted mechanism.
     runs : int
         Total number of runs (not private).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest.baselines import sequential_lt_test
+    >>> from skdptest.threshold import RandomizedResponse
+    >>> mechanisms = [RandomizedResponse(lambda X, y: bit, epsilon=2.0)
+    ...               for bit in (False, False, True)]
+    >>> accepted, runs = sequential_lt_test(mechanisms, None, None, 0.5, 0.5,
+    ...                                     np.random.default_rng(0))
+    >>> accepted in (0, 1, 2, None)
+    True
     """
     gamma = p_star * beta
     total = 0
@@ -219,6 +261,14 @@ def sequential_lt_output_probabilities(p, p_star, beta):
     Returns
     -------
     prob : ndarray of shape (T + 1,)
+        Pr[the tester accepts M_t] for t = 1..T, then Pr[it accepts none].
+
+    Examples
+    --------
+    >>> from skdptest.baselines import sequential_lt_output_probabilities
+    >>> prob = sequential_lt_output_probabilities([0.1, 0.9], 0.5, 0.1)
+    >>> prob.shape, round(float(prob.sum()), 12)
+    ((3,), 1.0)
     """
     a = lt19_acceptance_probability(np.asarray(p, dtype=float), p_star * beta)
     survive = np.concatenate([[1.0], np.cumprod(1.0 - a)])
@@ -281,10 +331,56 @@ def sequential_lt_privacy(T, epsilon1, p_star, beta, eps_target=1.0):
 
 
 def lt19_reference_p_bar(T, p_star, beta, epsilon_t, epsilon):
-    """LT19's reported rejection level p*(β²/T)^{12 ε₁/ε} (analytic reference line)."""
+    """LT19's reported rejection level p*(β²/T)^{12 ε₁/ε} (analytic reference line).
+
+    Parameters
+    ----------
+    T : int
+        Number of mechanisms.
+    p_star : float
+        Acceptance target in (0, 1).
+    beta : float
+        Failure probability in (0, 1).
+    epsilon_t : float
+        ε₁ of each mechanism.
+    epsilon : float
+        ε of the whole search.
+
+    Returns
+    -------
+    p_bar : float
+        The rejection level.
+
+    Examples
+    --------
+    >>> from skdptest.baselines import lt19_reference_p_bar
+    >>> round(lt19_reference_p_bar(10, 0.5, 0.1, 0.05, 1.0), 6)
+    0.007924
+    """
     return p_star * (beta**2 / T) ** (12.0 * epsilon_t / epsilon)
 
 
 def cln23_reference_p_bar(T, p_star, beta):
-    """CLN+23's rejection level p*β/T, pure DP (analytic reference line only)."""
+    """CLN+23's rejection level p*β/T, pure DP (analytic reference line only).
+
+    Parameters
+    ----------
+    T : int
+        Number of mechanisms.
+    p_star : float
+        Acceptance target in (0, 1).
+    beta : float
+        Failure probability in (0, 1).
+
+    Returns
+    -------
+    p_bar : float
+        The rejection level.
+
+    Examples
+    --------
+    >>> from skdptest.baselines import cln23_reference_p_bar
+    >>> cln23_reference_p_bar(10, 0.5, 0.1)
+    0.005
+    """
     return p_star * beta / T

@@ -51,6 +51,16 @@ class SequentialTestResult:
         δ spent (0 for pure ε-DP; 1 for the non-private SPRT).
     method : str
         Name of the procedure.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from skdptest.baselines import SPRT
+    >>> x = np.random.default_rng(0).binomial(1, 0.7, size=500)
+    >>> result = SPRT(stats.bernoulli(0.3), stats.bernoulli(0.7)).run(x)
+    >>> result.decision, result.reject, result.epsilon
+    ('reject', True, inf)
     """
 
     decision: str
@@ -72,6 +82,15 @@ class SequentialRuns(NamedTuple):
         ``"reject"``, ``"accept"`` or ``"continue"`` for each stream.
     n_samples_used : ndarray of int, shape (n_runs,)
         Stopping time of each stream (its length when it did not stop).
+
+    Examples
+    --------
+    >>> from scipy import stats
+    >>> from skdptest.baselines import SPRT
+    >>> runs = SPRT(stats.bernoulli(0.3), stats.bernoulli(0.7)).simulate(
+    ...     100, "P", 200, random_state=0)
+    >>> runs.decision.shape, bool((runs.n_samples_used <= 200).all())
+    ((100,), True)
     """
 
     decision: np.ndarray
