@@ -215,6 +215,20 @@ class AuditResult:
     event_kind : str
         ``"threshold"`` (one-sided threshold on a numeric field), ``"set"`` (a set of
         whole views) or ``"none"``.
+
+    Examples
+    --------
+    Randomized response on one bit at ε = log 3:
+
+    >>> import math
+    >>> import numpy as np
+    >>> from skdptest.audit import epsilon_lower_bound_from_samples
+    >>> rng = np.random.default_rng(0)
+    >>> out0, out1 = rng.random(400) < 0.75, rng.random(400) < 0.25
+    >>> r = epsilon_lower_bound_from_samples(out0, out1, random_state=0,
+    ...                                      claimed_epsilon=math.log(3))
+    >>> r.event_kind, r.n_trials, 0 < r.epsilon_lb <= math.log(3), r.contradicted
+    ('threshold', 400, True, False)
     """
 
     epsilon_lb: float
@@ -249,6 +263,17 @@ class FloatAuditResult:
         ``grid`` (``(0, 0)`` when no grid is claimed).
     audit : AuditResult
         The underlying audit of the bit signatures.
+
+    Examples
+    --------
+    Values on the claimed grid of 1/4, one grid step apart on the two neighbours:
+
+    >>> import numpy as np
+    >>> from skdptest.audit import attainable_floats_differ
+    >>> v = np.arange(100) / 4.0
+    >>> r = attainable_floats_differ(v, v + 0.25, epsilon=1.0, grid=0.25, random_state=0)
+    >>> r.flagged, r.off_grid, r.audit.n_trials
+    (False, (0, 0), 100)
     """
 
     flagged: bool
@@ -668,6 +693,19 @@ class QuantityAudit:
         For a choice: the largest ``abs(log p0 / p1)`` of its selection probabilities.
     n_draws : int
         Draws assigned to it, over all replays and both neighbours.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.audit import grey_box_audit
+    >>> X0 = np.zeros((20, 1))
+    >>> X1 = X0.copy()
+    >>> X1[0] = 1.0
+    >>> r = grey_box_audit(lambda s: DPBinomialTest(epsilon=1.0, random_state=s), X0, X1)
+    >>> q = r.quantities[0]
+    >>> q.label, q.kind, q.sensitivity, q.measured_change, q.drawn_scale >= q.required_scale
+    ('count', 'discrete_laplace', 1.0, 1.0, True)
     """
 
     label: str
@@ -700,6 +738,18 @@ class GreyBoxResult:
         Seeds replayed on both neighbours.
     n_draws : tuple of int
         Draws recorded on the first and on the second data set, over all replays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.audit import grey_box_audit
+    >>> X0 = np.zeros((20, 1))
+    >>> X1 = X0.copy()
+    >>> X1[0] = 1.0
+    >>> r = grey_box_audit(lambda s: DPBinomialTest(epsilon=1.0, random_state=s), X0, X1)
+    >>> r.flagged, r.findings, r.n_replays, r.n_draws
+    (False, (), 3, (3, 3))
     """
 
     flagged: bool
