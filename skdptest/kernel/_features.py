@@ -34,11 +34,13 @@ the exact rbf test's, at ``D (2 D + 1)`` coordinates per row.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from scipy import sparse
 
 from .._params import InvalidParameterError
+from .._threads import blas_threads, limit_blas, map_dynamic
 
 __all__ = [
     "FEATURE_KERNELS",
@@ -77,11 +79,11 @@ FEATURE_RADIUS = 1.0 + 2.0**-16
 _RADIUS2_INT = 2**46 + 2**31 + 2**14
 # Rows per block of the feature map and of the masked sums.
 BLOCK_ROWS = 4096
-# Bytes of relabelling masks (bool, columns x N) held at once: large chunks give the
-# block products many rows (at N = 10^6, 256 MiB = 268 relabellings per product, about
-# twice the BLAS throughput of 67).
+# Bytes of relabelling masks held at once: packed (1 bit a position) in memory, so at
+# N = 10^6 one chunk holds 2147 relabellings and every block product has B + 1 rows up
+# to B = 2146 (the shape does not degrade with N); bool (1 byte) for dask input.
 MAX_MASK_BYTES = 256 * 2**20
-# Bytes of 16-bit relabelling keys drawn at once (a few mask rows at a time).
+# Bytes of relabelling keys drawn at once when the masks are formed (SubsetDraw.masks).
 MAX_KEY_BYTES = 32 * 2**20
 # Most rows whose integer sums stay exact in float64 (N 2^23 <= 2^53).
 MAX_EXACT_ROWS = 2**30
@@ -384,9 +386,12 @@ class SubsetDraw:
     def masks(self, r0, r1):
         """The fixed masks of rows ``r0 .. r1 - 1``: bool, shape ``(r1 - r0, n)``."""
         out = np.empty((r1 - r0, self.n), dtype=bool)
+        step = max(1, MAX_KEY_BYTES // self.width)  # rows of keys held at once
         for b in range(self.n_blocks):
             c0, c1 = self.block(b)
-            self.bernoulli(b, r0, r1, out[:, c0:c1])
+            for a0 in range(r0, r1, step):
+                a1 = min(r1, a0 + step)
+                self.bernoulli(b, a0, a1, out[a0 - r0:a1 - r0, c0:c1])
         packed = np.packbits(out, axis=1)
         rows, pos, _ = self.fixes(packed, np.count_nonzero(out, axis=1), r0)
         out[rows, pos] ^= True
@@ -426,33 +431,51 @@ def _join(P, n_cols):
     return P[:, :n_cols].astype(np.float64) * 2.0**12 + P[:, n_cols:]
 
 
-def subset_sums(F, draw, r0, r1):
+def subset_sums(F, draw, r0, r1, n_threads=None):
     """``masks @ F`` for rows ``r0 .. r1 - 1`` of ``draw`` (float64, exact integers).
 
     The Bernoulli masks of each key block are multiplied in float32 with the split
     block of features (products 0 or an integer of magnitude at most 2^11, partial
     sums at most 2^23: exact whatever BLAS does), packed (1 bit a position) for the
     count corrections, then the flipped rows of ``F`` are subtracted or added (exact
-    integer sums below 2^53). Memory: the packed masks of the rows and one block.
+    integer sums below 2^53). The key blocks are shared by ``n_threads`` threads
+    (default: the BLAS thread count in force), each with single-threaded BLAS and its
+    own exact partial sums, so the result does not depend on the thread count.
+    Memory: the packed masks of the rows and one block per thread.
     """
     n_rows, n_cols = r1 - r0, F.shape[1]
+    if n_threads is None:
+        n_threads = blas_threads()
+    n_threads = max(1, min(int(n_threads), draw.n_blocks))
     packed = np.empty((n_rows, -(-draw.n // 8)), dtype=np.uint8)
-    counts = np.zeros(n_rows, dtype=np.int64)
-    out = np.zeros((n_rows, n_cols))
-    sel = np.empty((n_rows, draw.width), dtype=bool)
-    maskf = np.empty((n_rows, draw.width), dtype=np.float32)
-    for b in range(draw.n_blocks):
-        c0, c1 = draw.block(b)
-        w = c1 - c0
-        draw.bernoulli(b, r0, r1, sel[:, :w])
-        pk = np.packbits(sel[:, :w], axis=1)
-        packed[:, c0 // 8:c0 // 8 + pk.shape[1]] = pk
-        counts += _POPCOUNT[pk].sum(axis=1, dtype=np.int64)
-        maskf[:, :w] = sel[:, :w]
-        for s0 in range(0, w, _SPLIT_ROWS):
-            s1 = min(w, s0 + _SPLIT_ROWS)
-            out += _join(maskf[:, s0:s1] @ _split(F[c0 + s0:c0 + s1]), n_cols)
-    rows, pos, signs = draw.fixes(packed, counts, r0)
+    counts = np.zeros((n_threads, n_rows), dtype=np.int64)
+    parts = np.zeros((n_threads, n_rows, n_cols))
+    free = list(range(n_threads))
+    lock = threading.Lock()
+
+    def run(b):
+        with lock:
+            slot = free.pop()
+        try:
+            c0, c1 = draw.block(b)
+            w = c1 - c0
+            sel = draw.bernoulli(b, r0, r1, np.empty((n_rows, w), dtype=bool))
+            pk = np.packbits(sel, axis=1)
+            packed[:, c0 // 8:c0 // 8 + pk.shape[1]] = pk
+            counts[slot] += _POPCOUNT[pk].sum(axis=1, dtype=np.int64)
+            maskf = sel.astype(np.float32)
+            del sel
+            for s0 in range(0, w, _SPLIT_ROWS):
+                s1 = min(w, s0 + _SPLIT_ROWS)
+                parts[slot] += _join(maskf[:, s0:s1] @ _split(F[c0 + s0:c0 + s1]), n_cols)
+        finally:
+            with lock:
+                free.append(slot)
+
+    with limit_blas():
+        map_dynamic(run, ((b,) for b in range(draw.n_blocks)), n_threads)
+    out = parts.sum(axis=0)  # exact integers: any order
+    rows, pos, signs = draw.fixes(packed, counts.sum(axis=0), r0)
     for g0 in range(0, rows.size, _GATHER_ROWS):
         g = slice(g0, g0 + _GATHER_ROWS)
         k = signs[g].size
@@ -641,27 +664,63 @@ def feature_mmd_abs_error(n_components, n_groups, kind="fourier"):
 
 
 def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
-                             max_mask_bytes=None, block_rows=BLOCK_ROWS, kind="fourier"):
+                             max_mask_bytes=None, block_rows=BLOCK_ROWS, kind="fourier",
+                             n_threads=None):
     """Estimated peak memory, in bytes, of a feature dpMMD release (X not counted).
 
-    The float32 features (``8 N D``), one block of the feature map (angles and
-    float64/int64 temporaries, at most ``128 block D``; 66 measured), one chunk of
-    masks (two groups: bool, 1 byte per entry, plus at most ``MAX_KEY_BYTES`` of
-    keys; more groups: int8 labels and bool masks, 3 bytes), the block products, and
-    the B + 1 statistics with their noise. ``kind="squared"``: ``M = D (2 D + 1)``
-    float32 coordinates per row and the squared map's float64 block temporaries.
+    The float32 features (``4 N M`` bytes, ``M`` features per row), one block of the
+    feature map (angles and float64/int64 temporaries, at most ``128 block D``; 66
+    measured), the B + 1 statistics with their noise, and the relabellings:
+
+    - two groups (:func:`subset_sums`): one chunk of packed masks (1 bit per entry),
+      per thread (``n_threads``, default the BLAS thread count) one key block (keys,
+      bool and float32 masks: 6 bytes per entry, its packed copy, the split features,
+      the float32 product and the thread's float64 partial sums), and the count
+      corrections: 48 bytes per flipped position of the chunk (ranks, rows,
+      positions, signs), the located sub-chunk (3 bytes per packed byte and about 320
+      bytes per flipped position) and 12 bytes per feature of the gathered rows; the
+      flips of ``r`` rows are planned at ``r (n / 512 + s) + 8 s sqrt(r) + 16``, ``s =
+      sqrt(n) / 2`` (the threshold's bias, the mean absolute deviation of a Bernoulli
+      count, at most ``s``, and 8 standard deviations of the total);
+    - more groups: int8 labels and bool masks (3 bytes per entry), a float32 block of
+      masks, the split features and the products.
+
+    ``kind="squared"``: ``M = D (2 D + 1)`` float32 coordinates per row and the
+    squared map's float64 block temporaries.
     """
     if max_mask_bytes is None:
         max_mask_bytes = MAX_MASK_BYTES
     n_dims = feature_shape(n_components, kind)[0]
-    n_masks = 1 if n_groups == 2 else n_groups - 1
-    per = min(_chunk_columns(n, n_masks, max_mask_bytes), n_permutations + 1)
-    per_entry = n * n_masks * per
-    masks = per_entry + min(MAX_KEY_BYTES, 2 * per_entry) if n_groups == 2 else 3 * per_entry
-    chunk = masks + 8 * min(n, block_rows) * (n_masks * per + 2 * n_dims)
+    split = 4 * 3 * min(n, _SPLIT_ROWS) * 2 * n_dims  # hi, lo and [hi, lo]
+    if n_groups == 2:
+        per = min(_chunk_columns(n, 0.125, max_mask_bytes), n_permutations)
+        width = min(KEY_BLOCK, -(-n // 8) * 8)
+        threads = blas_threads() if n_threads is None else int(n_threads)
+        threads = max(1, min(threads, -(-n // width)))
+        n_bytes = -(-n // 8)
+        block = (6 * per * width + 2 * per * (width // 8 + 1) + split
+                 + per * n_dims * (8 + 16 + 8))  # product, its join, the partial sums
+        step = min(per, max(1, _LOCATE_BYTES // (8 * (-(-n_bytes // 8)))))
+        flips, located = _planned_flips(n, per), _planned_flips(n, step)
+        fixes = (3 * step * 8 * (-(-n_bytes // 8)) + 48 * flips + 320 * located
+                 + min(_GATHER_ROWS, flips) * n_dims * 12 + 3 * per * n_dims * 8)
+        chunk = per * n_bytes + threads * block + fixes
+    else:
+        n_masks = n_groups - 1
+        per = min(_chunk_columns(n, n_masks, max_mask_bytes), n_permutations + 1)
+        rows = n_masks * per
+        step = min(n, block_rows, _SPLIT_ROWS)
+        chunk = (3 * n * rows + 4 * step * rows + split
+                 + rows * n_dims * (8 + 16 + 8) + 8 * min(n, block_rows) * 2 * n_dims)
     feature_block = 128 * min(n, block_rows) * n_components + _squared_block_bytes(
         n, n_components, kind, block_rows)
     return 4 * n * n_dims + max(chunk, feature_block) + 64 * (n_permutations + 1)
+
+
+def _planned_flips(n, rows):
+    # count corrections of `rows` relabellings (see feature_mmd_memory_bytes)
+    sd = math.sqrt(n) / 2
+    return rows * (n / 512 + sd) + 8 * sd * math.sqrt(rows) + 16
 
 
 def _squared_block_bytes(n, n_components, kind, block_rows=BLOCK_ROWS):

@@ -653,3 +653,15 @@ def test_squared_features_type_one_error(d):
         X = rng.standard_t(3, size=(100, d))
         rejections += est.set_params(random_state=rep).decision(X, y)
     assert rejections <= LIMIT, (rejections, LIMIT)
+
+
+def test_subset_sums_do_not_depend_on_the_thread_count():
+    # key blocks on 1, 2 or 3 threads, each with its own exact partial sums
+    rng = np.random.default_rng(8)
+    n = 3 * feat.KEY_BLOCK + 5
+    F = feat.feature_map(rng.normal(size=(n, 2)), feat.draw_frequencies("rbf", 1.0, 2, 4, rng))
+    got = [feat.subset_sums(F, feat.SubsetDraw(n, 1000, 6, np.random.default_rng(2)), 0, 6,
+                            n_threads=k) for k in (1, 2, 3)]
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
+    assert np.array_equal(got[0], feat._masked_sums(F, feat.subset_masks(
+        n, 1000, 6, np.random.default_rng(2))))
