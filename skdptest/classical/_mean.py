@@ -436,6 +436,12 @@ class DPBoundedMeanTest(BasePrivateTest):
     the bounds** — finite-sample over the nuisance (the unknown law), not exact.
     p-values below about 4e-18 are reported as that bound.
 
+    **Confidence interval.** ``result_.confidence_interval(confidence_level)`` tests
+    every candidate mean from the same release (an AM-GM bound on the upper tail of the
+    log-wealth, a convex-chord bound on its lower tail): valid at every n for every law
+    on the bounds, closed form, no extra budget; conservative, and wide around μ0 for
+    the two-sided bet, which cannot tell the side (doc/user_guide/intervals.md).
+
     **Power.** At ε = 1, α = 0.05, rows N(0.4, 1) clipped to [−3, 3] against μ0 = 0
     (d = 0.4), 80 % power needs 96 rows two-sided and 79 one-sided (bet planned with
     ``effect=0.4, spread=1``; public t-test 51 / 40; a test of the plain sum valid for
@@ -463,6 +469,10 @@ class DPBoundedMeanTest(BasePrivateTest):
     ('two-sided', 400)
     >>> result.pvalue < 0.05  # doctest: +SKIP
     True
+    >>> ci = DPBoundedMeanTest(bounds=(-3, 3), null_mean=0.0, alternative="greater",
+    ...                        effect=0.4, spread=1.0).fit(X).result_.confidence_interval()
+    >>> -3.0 <= ci.low <= ci.high <= 3.0, ci.parameter
+    (True, 'mean')
     """
 
     _parameter_constraints = {

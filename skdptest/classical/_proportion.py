@@ -106,6 +106,13 @@ class DPBinomialTest(BasePrivateTest):
     within 5e-5 of the count-domain UMPU's at the n giving 80 % power (same n;
     benchmarks/classical_power_binomial.py).
 
+    **Confidence interval.** ``result_.confidence_interval(confidence_level)`` inverts
+    the two one-sided UMP tests (equal-tailed, Awan and Slavković 2020): an exact
+    interval for θ, coverage exactly ``confidence_level`` for θ in (0, 1), computed
+    from Z and n only (no extra budget). ``result_.estimate`` (Z / n) and
+    ``result_.estimate_noise_sd`` describe the noise alone and are not a confidence
+    interval (doc/user_guide/intervals.md).
+
     The running time depends on n and on Z only (the p-value's root search), never on
     the data beyond the release.
 
@@ -127,6 +134,9 @@ class DPBinomialTest(BasePrivateTest):
     (True, 1.0)
     >>> result.reject  # doctest: +SKIP
     True
+    >>> ci = result.confidence_interval(0.95)
+    >>> 0.0 <= ci.low <= ci.high <= 1.0, ci.covers
+    (True, 'sampling and noise')
     """
 
     _parameter_constraints = {

@@ -315,12 +315,14 @@ PROPORTION_GRID = [
     for theta in (0.01, 0.2, 0.5, 0.97)
     for eps in (0.1, 1.0, 4.0)
 ] + [(1000, 0.5, 1.0), (1000, 0.02, 1.0), (60, 1e-4, 0.5), (60, 0.9999, 0.5),
-     (8, 0.5, 0.05), (400, 0.3, 0.2)]
+     (8, 0.5, 0.05), (400, 0.3, 0.2), (1, 0.3, 1.0), (1, 0.5, 0.1), (2, 0.7, 2.0),
+     (10, 0.5, 10.0), (50, 0.05, 0.5), (3000, 0.1, 0.3), (100, 0.999, 1.0),
+     (500, 0.5, 0.02)]
 
 
 @pytest.mark.slow
 def test_tulap_interval_exact_coverage_grid():
-    assert len(PROPORTION_GRID) >= 40
+    assert len(PROPORTION_GRID) >= 50
     for n, theta, eps in PROPORTION_GRID:
         assert _coverage_of_tulap(n, theta, eps) == pytest.approx(0.95, abs=1e-6), (
             n, theta, eps)
@@ -330,8 +332,8 @@ def test_tulap_interval_exact_coverage_grid():
 def test_the_proportion_grid_fails_the_noise_ignoring_mutant():
     failures = sum(
         exact_coverage(_clopper_pearson_on_noisy_count(n), n, theta, tulap_rate(eps))
-        < 0.95 - 1e-6 for n, theta, eps in PROPORTION_GRID[:18])
-    assert failures >= 6
+        < 0.95 - 1e-6 for n, theta, eps in PROPORTION_GRID)
+    assert failures >= 25
 
 
 MEAN_GRID = [
