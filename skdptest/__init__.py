@@ -3,14 +3,18 @@
 from ._base import InvalidDataError
 from ._budget import (
     BudgetExceededError,
+    BudgetReport,
     LedgerEntry,
     LedgerError,
     LedgerNotFoundError,
     PrivacyBudget,
+    PrivacySpent,
+    default_budget,
 )
 from ._interval import ConfidenceInterval
 from ._params import InvalidParameterError
 from ._results import TestResult
+from ._search import SearchCost, search_cost
 from ._warnings import FixedRandomStateWarning, PrivacyLeakWarning
 from .classical import (
     BinomialTestResult,
@@ -28,9 +32,11 @@ from .classical import (
     DPWilcoxonTest,
 )
 from .evalue import (
+    ConfidenceSequenceResult,
     EProcessResult,
     EValueResult,
     OptimalRate,
+    PrivateConfidenceSequence,
     PrivateEProcess,
     PrivateEValueTest,
     expected_log_e_value,
@@ -59,6 +65,7 @@ __all__ = [
     "DPMannWhitneyTest",
     "DPSubsampleAggregateTest",
     "DPWilcoxonTest",
+    "ConfidenceSequenceResult",
     "EProcessResult",
     "EValueResult",
     "FixedRandomStateWarning",
@@ -72,6 +79,12 @@ __all__ = [
     "PermutationTestResult",
     "PrivacyBudget",
     "PrivacyLeakWarning",
+    "PrivacySpent",
+    "BudgetReport",
+    "SearchCost",
+    "search_cost",
+    "default_budget",
+    "PrivateConfidenceSequence",
     "PrivateEProcess",
     "PrivateEValueTest",
     "TestResult",

@@ -56,6 +56,8 @@ def _paired(n=60, seed=0):
 CASES = {
     "PrivateEValueTest": (dict(), lambda: (_normal(60, 1), None)),
     "PrivateEProcess": (dict(), lambda: (_normal(200, 1), None)),
+    "PrivateConfidenceSequence": (dict(), lambda: (
+        (np.arange(120.0) % 3 == 0).astype(float).reshape(-1, 1), None)),
     "DPMMDTest": (dict(n_permutations=50), _two_groups),
     "DPHSICTest": (dict(), _paired),  # the cyclic aggregate: n - 1 shifts
     "GeneralizedThresholdMechanism": (dict(), lambda: (_normal(200, 1) + 3.0, None)),

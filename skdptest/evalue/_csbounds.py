@@ -1,0 +1,329 @@
+"""Exact inversion of noisy batch counts into a time-uniform confidence set for a mean.
+
+Released: Y_k = S_k + Z_k, k = 1..K, with S_k ~ Binomial(n_k, p) (the batch count) and
+Z_k two-sided geometric (discrete Laplace) at rate r, P(Z = z) = tanh(r/2) e^{-r abs(z)}.
+The likelihood of one release under a candidate mean p is the exact convolution
+
+    f_k(y; p) = sum_s Binom(s; n_k, p) tanh(r/2) e^{-r abs(y - s)},
+
+and L_K(p) = prod_k f_k(Y_k; p). For each candidate p, M_K(p) = N_K(p) / L_K(p) with
+N_K(p) = sum_j w_j(p) L_K(q_j) (a mixture of alternatives q_j with weights w(p) fixed
+in advance) is a nonnegative martingale under p with M_0 = 1, so by Ville's inequality
+P_p(exists K: M_K(p) >= 1/alpha) <= alpha, and {p : M_K(p) < 1/alpha} is a
+time-uniform confidence sequence.
+
+Everything here is conservative by construction, never approximate in the unsafe
+direction: N is bounded from below (dropping mixture terms and summands only lowers
+it), L over a cell of candidates [a, b] is bounded from above (the binomial term
+replaced by its maximum over the cell, the dropped summands bounded by a geometric
+series: each summand sequence is log-concave in s), and a cell is excluded only when
+its upper bound of L is at most alpha times the lower bound of N. The reported
+interval is the hull of the cells that are not excluded, so it contains every p with
+M_K(p) < 1/alpha, and in particular the maximum-likelihood mean.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+__all__ = ["MixturePrior", "confidence_bounds", "log_f_bounds", "log_lik_bounds"]
+
+#: The smallest cell examined is the mixture grid's step / REFINE.
+REFINE = 16
+
+
+def _log_pq(p):
+    """(log p, log(1 - p)) with log 0 = -inf."""
+    with np.errstate(divide="ignore"):
+        return np.log(p), np.log1p(-p)
+
+
+def _log_binom(s, n, p, log_choose):
+    """log Binom(s; n, p) with 0 log 0 = 0, broadcasting."""
+    lp, lq = _log_pq(p)
+    with np.errstate(invalid="ignore"):
+        head = np.where(s == 0, 0.0, s * lp)
+        tail = np.where(s == n, 0.0, (n - s) * lq)
+    return log_choose + head + tail
+
+
+def _log_binom_logs(s, n, log_p, log_q, c, rep, log_choose):
+    """log Binom(s; n, p_c) from per-cell logs (0 log 0 = 0)."""
+    lp, lq = log_p[c][rep], log_q[c][rep]
+    with np.errstate(invalid="ignore"):
+        head = np.where(s == 0, 0.0, s * lp)
+        tail = np.where(s == n, 0.0, (n - s) * lq)
+    return log_choose + head + tail
+
+
+def _mode(y, n, p, rate):
+    """A mode (up to one) of s -> Binom(s; n, p) e^{-r abs(y - s)}: the summand is
+    Binom(s; n, p+) e^{...} below y and Binom(s; n, p-) above, p± the tilted means."""
+    up, down = math.exp(rate), math.exp(-rate)
+    p_plus = p * up / (1.0 - p + p * up)
+    p_minus = p * down / (1.0 - p + p * down)
+    m_plus = np.floor((n + 1) * p_plus)
+    m_minus = np.floor((n + 1) * p_minus)
+    return np.clip(np.clip(y, m_minus, m_plus), 0, n)
+
+
+def log_f_bounds(y, n, a, b, rate):
+    """Bounds on log f(y; p) over cells p in [a, b] (arrays; a == b for a point).
+
+    Returns ``(low, high)``: ``low <= log f(y; p) <= high`` for every p in [a, b]
+    (one release y of a batch of n rows). See :func:`log_lik_bounds`.
+    """
+    low, high = _bounds(np.array([float(y)]), np.array([int(n)]), a, b, rate)
+    return low[0], high[0]
+
+
+def log_lik_bounds(ys, ns, a, b, rate):
+    """Bounds on log L_K(p) = sum_k log f_k(Y_k; p) over cells p in [a, b].
+
+    ``low`` sums, over a window of s around the summand's mode, the termwise minimum
+    min(Binom(s; n, a), Binom(s; n, b)) (the binomial pmf is unimodal in p): dropping
+    terms only lowers it. ``high`` sums the termwise maximum Binom(s; n, clip(s/n, a,
+    b)) over a window that also holds n [a, b], and bounds every summand outside it
+    by a geometric series (beyond the window the termwise maximum is the binomial at
+    the cell's nearer end times the noise pmf, a log-concave sequence in s: the ratio
+    of consecutive summands is at most its value at the window's edge).
+    """
+    low, high = _bounds(np.asarray(ys, dtype=float), np.asarray(ns, dtype=np.int64),
+                        a, b, rate)
+    return low.sum(axis=0), high.sum(axis=0)
+
+
+#: Most summands evaluated at once (memory bound: about 10 arrays of this length).
+CHUNK = 1 << 21
+
+
+def _bounds(ys, ns, a, b, rate):
+    """Per-batch bounds, arrays of shape (K, C) for K releases and C cells."""
+    a = np.atleast_1d(np.asarray(a, dtype=float))
+    b = np.atleast_1d(np.asarray(b, dtype=float))
+    points = bool(np.all(a == b))
+    log_norm = math.log(-math.expm1(-rate)) - math.log1p(math.exp(-rate))  # log tanh(r/2)
+    y = ys[:, None]
+    n = ns[:, None].astype(float)
+    # Width around the modes: the summands decay at least like the binomial (sd at most
+    # sqrt(n)/2) or like e^{-r} past the kink; whatever lies outside is bounded exactly.
+    width = np.ceil(np.minimum(4.0 * np.sqrt(n) + 8.0, 40.0 / rate + 8.0))
+    mode_a = _mode(y, n, a[None, :], rate)
+    if points:
+        lo = np.clip(mode_a - width, 0, n)
+        hi = np.clip(mode_a + width, 0, n)
+    else:
+        mode_b = _mode(y, n, b[None, :], rate)
+        lo = np.clip(np.minimum(mode_a, np.floor(n * a[None, :])) - width, 0, n)
+        hi = np.clip(np.maximum(mode_b, np.ceil(n * b[None, :])) + width, 0, n)
+    shape = lo.shape
+    low = np.empty(shape)
+    high = np.empty(shape)
+    lengths = (hi - lo + 1).astype(np.int64).ravel()
+    ends = np.cumsum(lengths)
+    seg = 0
+    while seg < lengths.size:  # chunks of whole segments
+        stop = int(np.searchsorted(ends, (ends[seg - 1] if seg else 0) + CHUNK, "right"))
+        stop = max(stop, seg + 1)
+        _segments(slice(seg, stop), lengths, lo, hi, ys, ns, a, b, rate, log_norm, points,
+                  low, high)
+        seg = stop
+    # geometric bounds on the summands beyond each window edge (upper bound only)
+    tails = [high]
+    for edge, step, p_end in ((lo, -1.0, a[None, :]), (hi, 1.0, b[None, :])):
+        outside = (edge > 0) if step < 0 else (edge < n)
+        e1 = np.clip(edge + step, 0, n)
+        t0 = _log_term(edge, n, p_end, y, rate, log_norm)
+        t1 = _log_term(e1, n, p_end, y, rate, log_norm)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            log_ratio = t1 - t0
+            bound = np.where(log_ratio < 0, t0 + log_ratio - np.log(-np.expm1(log_ratio)),
+                             np.inf)
+        bound = np.where(np.isnan(bound), np.inf, bound)
+        tails.append(np.where(outside & (t0 > -np.inf), bound, -np.inf))
+    high = np.logaddexp.reduce(np.stack(tails), axis=0)
+    return low, high
+
+
+def _log_term(s, n, p, y, rate, log_norm):
+    """log Binom(s; n, p) + log of the noise pmf at y - s."""
+    log_choose = special.gammaln(n + 1.0) - special.gammaln(s + 1.0) \
+        - special.gammaln(n - s + 1.0)
+    return _log_binom(s, n, p, log_choose) + log_norm - rate * np.abs(y - s)
+
+
+def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, points, low, high):
+    """Window sums of the segments ``part`` (flat indices into the (K, C) grid)."""
+    idx = np.arange(lengths.size)[part]
+    lens = lengths[part]
+    k, c = np.unravel_index(idx, lo.shape)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    rep = np.repeat(np.arange(idx.size), lens)
+    s = lo.ravel()[idx][rep] + (np.arange(int(lens.sum())) - starts[rep])
+    n = ns[k][rep].astype(float)
+    log_choose = _log_choose(s, n, ns[k], rep)
+    log_g = log_norm - rate * np.abs(ys[k][rep] - s)
+    la = _log_binom_logs(s, n, *_log_pq(a), c, rep, log_choose)
+    if points:
+        lmin = lmax = la
+    else:
+        lb = _log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose)
+        lmin = np.minimum(la, lb)
+        lmax = np.maximum(la, lb)
+        mid = np.flatnonzero((s > n * a[c][rep]) & (s < n * b[c][rep]))  # s/n inside
+        if mid.size:
+            sm, nm = s[mid], n[mid]
+            lmax[mid] = _log_binom(sm, nm, sm / nm, log_choose[mid])
+    out_low = _segment_lse(lmin + log_g, starts, rep)
+    out_high = out_low if points else _segment_lse(lmax + log_g, starts, rep)
+    low.ravel()[idx] = out_low  # low, high are C-contiguous: ravel() is a view
+    high.ravel()[idx] = out_high
+
+
+#: log k! for k < len: a table shared by every stream (grown on demand, capped).
+_LOG_FACTORIAL = special.gammaln(np.arange(1.0, 4097.0))
+_TABLE_MAX = 1 << 22
+
+
+def _log_choose(s, n, n_seg, rep):
+    """log C(n, s) elementwise (s, n floats holding integers; n_seg per segment)."""
+    global _LOG_FACTORIAL
+    top = int(n_seg.max()) if n_seg.size else 0
+    if top >= _TABLE_MAX:
+        return special.gammaln(n + 1.0) - special.gammaln(s + 1.0) \
+            - special.gammaln(n - s + 1.0)
+    if top >= _LOG_FACTORIAL.size:
+        size = min(_TABLE_MAX, max(top + 1, 2 * _LOG_FACTORIAL.size))
+        _LOG_FACTORIAL = special.gammaln(np.arange(1.0, size + 1.0))
+    table = _LOG_FACTORIAL
+    si = s.astype(np.int64)
+    return table[n_seg][rep] - table[si] - table[n_seg[rep] - si]
+
+
+def _segment_lse(x, starts, rep):
+    """log-sum-exp of each segment of x (segments start at ``starts``)."""
+    m = np.maximum.reduceat(x, starts)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.add.reduceat(np.exp(x - safe[rep]), starts)) + safe
+
+
+class MixturePrior:
+    """The public mixing weights w_j(p) over the grid q_j = j / G, j = 0..G.
+
+    ``scale=None``: uniform weights 1/(G+1), the same for every candidate p.
+    ``scale=tau``: w_j(p) = eta/(G+1) + (1 - eta) phi_j(p) / Z(p) with
+    phi_j(p) = exp(-(q_j - p)^2 / (2 tau^2)) and Z(p) = sum_m phi_m(p): alternatives
+    near p, at the distance tau that a planned horizon calls for, plus a uniform share
+    eta (so that far candidates are still excluded by the uniform part).
+    """
+
+    def __init__(self, grid_size, scale=None, uniform_share=0.05):
+        self.G = int(grid_size)
+        self.q = np.arange(self.G + 1) / self.G
+        self.scale = scale
+        self.eta = 1.0 if scale is None else float(uniform_share)
+
+    def log_mass_lower(self, ell_low, idx, a, b):
+        """log of a lower bound, over each cell p in [a, b], of
+        N(p) = sum_j w_j(p) exp(ell(q_j)), from lower bounds ``ell_low`` at grid indices
+        ``idx`` (the other grid points are dropped: a lower bound)."""
+        log_uniform = math.log(self.eta) + special.logsumexp(ell_low) - math.log(self.G + 1)
+        a = np.atleast_1d(a)
+        if self.scale is None:
+            return np.full(a.shape, log_uniform)
+        b = np.atleast_1d(b)
+        tau2 = 2.0 * self.scale**2
+        q = self.q[idx]
+        far = np.maximum((q[None, :] - a[:, None]) ** 2, (q[None, :] - b[:, None]) ** 2)
+        dist = np.maximum(0.0, np.maximum(a[:, None] - self.q[None, :],
+                                          self.q[None, :] - b[:, None]))
+        log_zmax = special.logsumexp(-dist**2 / tau2, axis=1)
+        local = special.logsumexp(ell_low[None, :] - far / tau2, axis=1) - log_zmax
+        return np.logaddexp(log_uniform, math.log1p(-self.eta) + local)
+
+    def log_uniform_lower(self, ell_low):
+        """The uniform share alone (a lower bound of N over any set of candidates)."""
+        return math.log(self.eta) + special.logsumexp(ell_low) - math.log(self.G + 1)
+
+
+def _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, idx):
+    """Whether every p in each cell [a, b] has M_K(p) >= 1/alpha (bounds above)."""
+    high = log_lik_bounds(ys, ns, a, b, rate)[1]
+    return high <= prior.log_mass_lower(ell_low, idx, a, b) + log_alpha
+
+
+def confidence_bounds(ys, ns, rate, alpha, prior, resolution=None):
+    """The confidence set {p : M_K(p) < 1/alpha} of released counts, as an interval.
+
+    Parameters
+    ----------
+    ys : sequence of int
+        Released noisy counts Y_k.
+    ns : sequence of int
+        Their batch sizes n_k (public).
+    rate : float
+        Rate r of the two-sided geometric noise (the sampler's quantised rate).
+    alpha : float
+        1 - confidence level.
+    prior : MixturePrior
+        The mixture of alternatives.
+    resolution : float, optional
+        Width of the smallest cell examined (default: the prior's grid step / 64).
+
+    Returns
+    -------
+    lower, upper : float
+        An interval that contains every p with M_K(p) < 1/alpha (never empty: it
+        contains the maximum-likelihood mean), its ends on multiples of ``resolution``.
+    """
+    ys = np.asarray(ys, dtype=float)
+    ns = np.asarray(ns, dtype=np.int64)
+    if ys.size == 0:
+        return 0.0, 1.0
+    G, log_alpha = prior.G, math.log(alpha)
+    leaf = 1.0 / (G * REFINE) if resolution is None else resolution
+    total = float(ns.sum())
+    centre = min(max(ys.sum() / total, 0.0), 1.0)
+    # The mixture's alternatives where the likelihood has its mass (the others are
+    # dropped: a lower bound of N). A data-driven range: post-processing of releases.
+    se = math.sqrt(0.25 / total + 2.0 * ys.size / (rate * total) ** 2)
+    half = 10.0 * se + 2.0 / G
+    j0 = max(0, int(math.floor((centre - half) * G)))
+    j1 = min(G, int(math.ceil((centre + half) * G)))
+    idx = np.arange(j0, j1 + 1)
+    q = prior.q[idx]
+    ell_low = log_lik_bounds(ys, ns, q, q, rate)[0]
+
+    def excluded(a, b):
+        return _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, idx)
+
+    lower = _extreme(excluded, leaf, side=0)
+    upper = _extreme(excluded, leaf, side=1)
+    return lower, upper
+
+
+#: Children per cell in the search of an endpoint.
+BRANCH = 16
+
+
+def _extreme(excluded, leaf, side):
+    """Leftmost (side 0) or rightmost (side 1) point of the leaves of width ``leaf``
+    that no check excludes, by depth-first search from [0, 1] (a cell excluded
+    excludes all of its sub-cells: its bounds hold for every p in it)."""
+    stack = [(0.0, 1.0)]
+    while stack:
+        a, b = stack.pop()
+        if b - a <= leaf * (1 + 1e-9):
+            return a if side == 0 else b
+        edges = np.linspace(a, b, BRANCH + 1)
+        if b - a < BRANCH * leaf:
+            edges = np.linspace(a, b, int(round((b - a) / leaf)) + 1)
+        out = excluded(edges[:-1], edges[1:])
+        kids = [(edges[i], edges[i + 1]) for i in np.flatnonzero(~out)]
+        # push so that the next pop is the extreme child on this side
+        stack.extend(kids[::-1] if side == 0 else kids)
+    return 0.0 if side == 0 else 1.0  # not reached: the maximum-likelihood cell stays
