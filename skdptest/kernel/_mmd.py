@@ -72,6 +72,12 @@ from ._kernels import (
     uses_private_median,
 )
 from ._results import make_permutation_result, noise_plan, plan_noise
+from ._timing import (
+    AUTO_PROGRESS_SECONDS,
+    check_max_time,
+    format_seconds,
+    predicted_seconds,
+)
 from ._trmm import map_row_blocks, trmm_rows
 
 __all__ = [
@@ -263,6 +269,52 @@ def mmd_aggregate_memory_bytes(n, n_groups, n_permutations, n_jobs=None, *, eval
     full = 8 * n * n
     kernel = max(2 * full, eval_bytes * n * n)
     return single - kernel + full * (2 + n_buffers)
+
+
+def mmd_work(n, n_features, n_groups, n_permutations, *, n_bandwidths=None,
+             feature_dims=None, median=False):
+    """The work of a dpMMD release, in the units of :class:`._timing.MachineRates`.
+
+    A public function of the sizes and the route: ``tri`` counts ``N^2`` per column of
+    the triangular forms (the symmetric blocking ``(1 + 1/n_blocks)`` times that, the
+    sparse many-groups products twice), ``exp`` counts Gram entries evaluated (a
+    distance entry costs ``1 + n_features / 8`` of them), ``mask`` the relabelling
+    entries drawn (shuffles of three or more groups four times). ``n_bandwidths``: the
+    aggregate; ``feature_dims``: ``method="features"`` with that many feature columns.
+    """
+    n_stats = n_permutations + 1
+    ksample = n_groups > 2
+    mask = float(n) * n_stats * (4 if ksample else 1)
+    dist = float(n) * n * (1 + n_features / 8.0)
+    work = {"mask": mask, "exp": dist * 2 if median else 0.0, "tri": 0.0}
+    if feature_dims is not None:  # O(N D B): the feature sums of every relabelling
+        work["tri"] += 2.0 * n * feature_dims * n_stats
+        work["exp"] += 4.0 * n * feature_dims
+        return work
+    cols = n_groups * n_stats + 1 if ksample else n_stats
+    per_chunk = max(1, int(MAX_COLUMN_BYTES // (8 * n * (n_groups if ksample else 1))))
+    n_chunks = -(-n_stats // per_chunk)
+    held = 8 * n * n <= MAX_KERNEL_BYTES
+    many = ksample and n_groups > MANY_GROUPS and held
+    blocks = len(_block_edges(n)) - 1
+    if many:
+        one_tri, one_exp = 2.0 * n * n * n_stats, dist
+    elif held:
+        one_tri, one_exp = float(n) * n * cols, dist
+    else:
+        one_tri = (1 + 1 / blocks) * float(n) * n * cols
+        one_exp = dist * n_chunks
+    if n_bandwidths is None:
+        work["tri"] += one_tri
+        work["exp"] += one_exp
+    elif aggregate_holds_distances(n, n_groups, n_permutations):
+        passes = 1 if n_chunks == 1 else n_chunks
+        work["tri"] += n_bandwidths * float(n) * n * cols
+        work["exp"] += dist + n_bandwidths * float(n) * n * passes
+    else:  # every bandwidth on its own, with the centring's blocked trace
+        work["tri"] += n_bandwidths * one_tri
+        work["exp"] += n_bandwidths * (one_exp + dist)
+    return work
 
 
 def _block_edges(n):
@@ -909,6 +961,9 @@ class _MMDPlan:
     gammas: Any = None
     # (kernel name, gamma or None, n_components, feature map) with method="features"
     features: Any = None
+    # progress on stderr, and the predicted seconds shown with it (None: not predicted)
+    progress: bool = False
+    predicted_seconds: Any = None
 
 
 def check_memory(needed, limit, what, hint=""):
@@ -919,6 +974,26 @@ def check_memory(needed, limit, what, hint=""):
             f"max_memory={limit} bytes ({limit / 2**30:.3g} GiB).{hint} Raise max_memory if "
             "the machine has that much memory free."
         )
+
+
+def plan_time(work, params, what):
+    """``(progress, predicted seconds)`` of a release, before the charge.
+
+    ``max_time`` refuses a fit predicted to take longer (:func:`._timing.check_max_time`);
+    ``verbose=None`` shows the progress when the prediction exceeds
+    ``AUTO_PROGRESS_SECONDS``, ``verbose=1`` always, ``verbose=0`` never. The prediction
+    is made from public sizes and the machine's speed on public inputs only.
+    """
+    predicted = check_max_time(work, params["max_time"], what)
+    verbose = params["verbose"]
+    if verbose == 0:
+        return False, predicted
+    if verbose is None and predicted_seconds(
+            work, threshold=AUTO_PROGRESS_SECONDS) <= AUTO_PROGRESS_SECONDS:
+        return False, predicted
+    if predicted is None:
+        predicted = predicted_seconds(work)
+    return True, predicted
 
 
 def fitting_routes(routes, limit):
@@ -954,6 +1029,12 @@ def warn_ignored(estimator, params, ignored):
         if value is default or (type(value) is type(default) and value == default):
             continue
         warn_leak(f"{type(estimator).__name__}: {name}={value!r} is ignored: {why}")
+
+
+def _predicted(plan):
+    if plan.predicted_seconds is None:
+        return ""
+    return f", predicted about {format_seconds(plan.predicted_seconds)}"
 
 
 def _two_sample_error(message):
@@ -1045,9 +1126,17 @@ class DPMMDTest(BasePrivateTest):
         the aggregate (or ``n_components``/``feature_map`` with
         ``method="exact"``, ``kernel_bound`` with ``method="features"``), it is
         ignored and raises :class:`~skdptest.PrivacyLeakWarning`.
-    verbose : {0, 1}, default=0
-        1 prints the aggregate's progress (bandwidths done, elapsed, ETA) and a
-        hint on ``n_jobs`` to stderr; nothing derived from the data.
+    verbose : {0, 1} or None, default=None
+        Progress on stderr (the predicted time, then the aggregate's bandwidths done,
+        elapsed, ETA, and a hint on ``n_jobs``); nothing derived from the data.
+        ``None`` shows it when the fit is predicted to take more than 10 s, 1 always,
+        0 never. The prediction is made before the charge from public sizes (N, the
+        number of features and groups, B, the route) and this machine's speed on
+        public random inputs (measured once a minute, only when it decides).
+    max_time : float, default=None
+        Refuse, before the budget is charged, a fit predicted (as for ``verbose``) to
+        take more than this many seconds; ``None``: no limit. The refusal names
+        ``max_time`` and the predicted time.
     method : {"exact", "features"}, default="exact"
         ``"features"``: random Fourier features (rbf or laplacian ``kernel`` only;
         ``gamma`` numeric, ``"median"`` or, if absent, ``1 / n_features``).
@@ -1222,7 +1311,8 @@ class DPMMDTest(BasePrivateTest):
         "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
         "max_memory": [Interval(Integral, 1, None)],
         "n_jobs": [NoneValue(), Interval(Integral, None, None)],
-        "verbose": [Interval(Integral, 0, 1)],
+        "verbose": [NoneValue(), Interval(Integral, 0, 1)],
+        "max_time": [NoneValue(), Interval(Real, 0, None, closed="neither")],
         "method": [Options("exact", "features")],
         "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
         "feature_map": [Options("fourier", "squared")],
@@ -1232,7 +1322,7 @@ class DPMMDTest(BasePrivateTest):
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
-                 n_jobs=None, verbose=0, method="exact", n_components=64,
+                 n_jobs=None, verbose=None, max_time=None, method="exact", n_components=64,
                  feature_map="fourier", budget=None, random_state=None):
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -1244,6 +1334,7 @@ class DPMMDTest(BasePrivateTest):
         self.max_memory = max_memory
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.max_time = max_time
         self.method = method
         self.n_components = n_components
         self.feature_map = feature_map
@@ -1365,12 +1456,18 @@ class DPMMDTest(BasePrivateTest):
             abs_error += centre_abs_error(constants, trace_abs_error(n, kernel.kappa),
                                           2.0 * kernel.diameter)
             method += " aggregate"
+        noise = plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"])
+        work = mmd_work(n, X.shape[1], n_groups, params["n_permutations"],
+                        n_bandwidths=None if gammas is None else len(gammas), median=median)
+        progress, predicted = plan_time(
+            work, params, f"DPMMDTest ({method}) with N = {n} rows, {n_groups} groups and "
+            f"n_permutations = {params['n_permutations']}")
         return _MMDPlan(
             classes=classes, codes=codes, sizes=sizes, kernel=kernel, median=median,
             squared=squared, sensitivity=sensitivity, abs_error=abs_error,
-            noise_epsilon=noise_epsilon,
-            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
+            noise_epsilon=noise_epsilon, noise=noise,
             memory_bytes=memory, method=method, gammas=gammas,
+            progress=progress, predicted_seconds=predicted,
         )
 
     def _features_plan(self, params, X, classes, codes, sizes):
@@ -1403,12 +1500,17 @@ class DPMMDTest(BasePrivateTest):
             noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
         sensitivity = mmd_sensitivity(sizes, diameter)
         abs_error = feature_mmd_abs_error(D, n_groups, kind)
+        noise = plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"])
+        progress, predicted = plan_time(
+            mmd_work(n, X.shape[1], n_groups, params["n_permutations"], feature_dims=n_dims,
+                     median=median), params,
+            f"DPMMDTest(method='features', n_components={D}) with N = {n} rows and "
+            f"n_permutations = {params['n_permutations']}")
         return _MMDPlan(
             classes=classes, codes=codes, sizes=sizes, kernel=None, median=median,
             squared=False, sensitivity=sensitivity, abs_error=abs_error,
-            noise_epsilon=noise_epsilon,
-            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
-            memory_bytes=memory,
+            noise_epsilon=noise_epsilon, noise=noise,
+            memory_bytes=memory, progress=progress, predicted_seconds=predicted,
             method=("dpMMD" if n_groups == 2 else "dpMMD k-sample")
             + (" features" if kind == "fourier" else " squared features"),
             features=(params["kernel"], gamma, D, kind),
@@ -1419,6 +1521,9 @@ class DPMMDTest(BasePrivateTest):
         # noise; the frequencies never see the data
         params, plan, X = prep.params, prep.plan, prep.X
         name, gamma, D, kind = plan.features
+        progress = Progress(plan.progress, 1, "statistics")
+        progress.message(f"dpMMD features: {params['n_permutations'] + 1} statistics on "
+                         f"N = {X.shape[0]} rows" + _predicted(plan))
         released = None
         if plan.median:
             eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
@@ -1448,19 +1553,21 @@ class DPMMDTest(BasePrivateTest):
             gamma = private_median_gamma(X, params["kernel"], eps_bw, rng)
             kernel = kernel.with_gamma(gamma)
         if plan.gammas is not None:
-            progress = Progress(params["verbose"], len(plan.gammas), "bandwidths")
+            progress = Progress(plan.progress, len(plan.gammas), "bandwidths")
             progress.message(
                 f"dpMMD aggregate: {len(plan.gammas)} bandwidths x "
                 f"{params['n_permutations'] + 1} statistics on N = {X.shape[0]} rows"
+                + _predicted(plan)
                 + ("" if params["n_jobs"] not in (None, 1) else
                    "; n_jobs=-1 computes the bandwidths on all cores"))
             stats = mmd_aggregate_statistics(X, plan.codes, params["n_permutations"], rng,
                                              kernel, plan.gammas, n_jobs=params["n_jobs"],
                                              progress=progress, kernel_name=params["kernel"])
         else:
-            progress = Progress(params["verbose"], 1, "statistics")
+            progress = Progress(plan.progress, 1, "statistics")
             progress.message(
                 f"dpMMD: {params['n_permutations'] + 1} statistics on N = {X.shape[0]} rows"
+                + _predicted(plan)
                 + ("; method='features' is linear-time for large N" if X.shape[0] > 20_000
                    else ""))
             stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,

@@ -123,3 +123,58 @@ def test_default_release_is_unchanged_by_the_route(monkeypatch):
     held = DPMMDTest(n_permutations=99, random_state=3).test(X, y)
     monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 0)
     assert DPMMDTest(n_permutations=99, random_state=3).test(X, y) == held
+
+
+def _two_groups(n, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)), np.repeat([0, 1], [n // 2, n - n // 2])
+
+
+def test_max_time_refuses_before_the_charge():
+    from skdptest import PrivacyBudget
+    from skdptest._params import InvalidParameterError
+
+    X, y = _two_groups(400)
+    budget = PrivacyBudget(epsilon=5.0)
+    est = DPMMDTest(max_time=1e-3, budget=budget)
+    with pytest.raises(InvalidParameterError, match=r"predicted to take about .* above "
+                                                    r"max_time=0\.001 s .*nothing was charged"):
+        est.fit(X, y)
+    assert budget.spent[0] == 0 and not hasattr(est, "result_")
+    with pytest.raises(InvalidParameterError, match="max_time"):
+        DPMMDTest(method="features", max_time=1e-6).fit(X, y)
+    # a generous limit is decided without measuring the machine, and the fit runs
+    X, y = _two_groups(40)
+    DPMMDTest(max_time=3600.0, n_permutations=50, random_state=0, budget=budget).fit(X, y)
+    assert budget.spent[0] == pytest.approx(1.0)
+
+
+def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys):
+    X, y = _two_groups(60)
+    fast = dict(n_permutations=30, random_state=0, kernel_params={"gamma": 1.0})
+    DPMMDTest(**fast).fit(X, y)
+    assert capsys.readouterr().err == ""  # predicted far below 10 s: silent
+    monkeypatch.setattr(mmd_mod, "AUTO_PROGRESS_SECONDS", 0.0)  # every fit is "long"
+    DPMMDTest(**fast).fit(X, y)
+    err = capsys.readouterr().err
+    assert "dpMMD: 31 statistics on N = 60 rows, predicted about" in err and "ETA" in err
+    DPMMDTest(verbose=0, **fast).fit(X, y)
+    assert capsys.readouterr().err == ""  # verbose=0 silences it
+    DPMMDTest(n_permutations=30, random_state=0).fit(X, y)
+    assert "bandwidths 19/19 done" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n, params", [(1200, {}), (2500, {"gamma": 0.5})])
+def test_predicted_time_is_within_two_of_the_actual(n, params):
+    # the requirement on the automatic progress: an estimate within 2x of the
+    # final time (measured on this machine's public calibration, shared by other jobs)
+    import time
+
+    X, y = _two_groups(n)
+    est = DPMMDTest(kernel_params=params or None, verbose=1, random_state=0)
+    predicted = est._prepare(X, y, reset=True).plan.predicted_seconds
+    t0 = time.perf_counter()
+    est.fit(X, y)
+    actual = time.perf_counter() - t0
+    assert 0.5 <= actual / predicted <= 2.0, (predicted, actual)
