@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import integrate, stats
+from scipy import integrate, optimize, stats
 
 import skdptest.evalue._merge as merge_module
 from skdptest import (
@@ -444,12 +444,23 @@ def test_expected_log_e_value_matches_monte_carlo_and_charges_nothing():
 
 
 # ---------------------------------------------------------------- clip-range planning
-def _family_ceiling(null, alt, n, eps, grid=300):
-    """max over r of n R_r + log(1 − (r/ε)²) on a fine grid, from the public
-    ``optimal_rate`` (independent of the planner's search)."""
+def _family_ceiling(null, alt, n, eps, grid=40):
+    """max over r of n R_r + log(1 − (r/ε)²), from the public ``optimal_rate``
+    (independent of the planner's search): a coarse grid, then a bounded scalar search
+    between the grid points around its best (an attained value: a lower bound of the
+    maximum, closer to it than the former 300-point grid for a tenth of the calls)."""
+
+    def objective(r):
+        return n * optimal_rate(null, alt, r).rate + math.log1p(-(r / eps) ** 2)
+
     rs = np.linspace(1e-3, 1 - 1e-6, grid) * eps
-    vals = [n * optimal_rate(null, alt, r).rate + math.log1p(-(r / eps) ** 2) for r in rs]
+    vals = [objective(r) for r in rs]
     i = int(np.argmax(vals))
+    fine = optimize.minimize_scalar(lambda r: -objective(r), method="bounded",
+                                    bounds=(rs[max(i - 1, 0)], rs[min(i + 1, grid - 1)]),
+                                    options={"xatol": 1e-6 * eps})
+    if -fine.fun > vals[i]:
+        return -fine.fun, fine.x
     return vals[i], rs[i]
 
 
@@ -467,8 +478,8 @@ def test_planned_clip_range_reaches_the_ceiling_of_additive_releases(mu, n, pape
     nr = n * optimal_rate(null, alt, eps).rate
     planned = expected_log_e_value(null, alt, n, eps)
     ceiling, r_grid = _family_ceiling(null, alt, n, eps)
-    # the grid maximum is a lower bound of the true maximum, within ~1e-5 nats of it
-    # (curvature of the objective times the squared grid step); the float-safe release
+    # the searched maximum is a lower bound of the true maximum, within ~1e-5 nats of
+    # it; the float-safe release
     # (doc/evalues.md, 'Float-safe release') pays the floors' mean loss <= g ≈ 2^-10 r
     # and a noise scale larger by ~2^-10 relative: measured 0.7e-4 to 2.8e-4 of n R_ε
     assert ceiling - 1e-3 * nr <= planned <= ceiling + 1e-4
