@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._budget import PrivacySpent, default_budget
 from ._params import InvalidParameterError, validate_parameters
 from ._validation import check_budget, check_generator, is_dask
 from ._warnings import quiet_numerics, warn_fixed_random_state
@@ -458,6 +459,10 @@ class BasePrivateTest(BaseEstimator):
 
     _parameter_constraints: dict = {}
     _requires_y = False
+    # The privacy profile each charge declares to the ledger (skdptest/_accountants.py):
+    # "pure" (any ε-DP release) unless the release is exactly one continuous Laplace
+    # draw of scale sensitivity/ε or its post-processing ("laplace").
+    _privacy_profile = "pure"
 
     # -- hooks -----------------------------------------------------------------
     def _check_params(self, params):
@@ -502,11 +507,17 @@ class BasePrivateTest(BaseEstimator):
 
     def _charge(self, params, what):
         budget = check_budget(params["budget"])
-        if budget is not None:
-            epsilon, delta = self._privacy_cost(params)
-            budget.spend(epsilon, delta, label=f"{type(self).__name__}.{what}")
+        if budget is None:
+            # No release goes unrecorded: without a budget, the process-wide default
+            # ledger (no limit) records the cost.
+            budget = default_budget()
+        epsilon, delta = self._privacy_cost(params)
+        profile = self._privacy_profile
+        budget.spend(epsilon, delta, label=f"{type(self).__name__}.{what}", profile=profile)
+        spent = PrivacySpent(epsilon=epsilon, delta=delta, profile=profile, ledger=budget.path)
         # A parameter, not the data, decides this warning: it may be raised after the charge.
         warn_fixed_random_state(type(self).__name__, params["random_state"])
+        return spent
 
     def _clear_fitted(self):
         """Remove every fitted attribute (names ending in ``_``)."""
@@ -517,7 +528,7 @@ class BasePrivateTest(BaseEstimator):
         """Steps 1-2 of a fit; on failure no fitted attribute is left."""
         try:
             prep = self._prepare(X, y, reset=True)
-            self._charge(prep.params, what)
+            self.privacy_spent_ = self._charge(prep.params, what)
         except BaseException:
             self._clear_fitted()  # validate_data may have set n_features_in_
             raise

@@ -11,19 +11,23 @@ can write the file can edit it. What the file format guarantees is that accident
 totals were tampered with in memory) are detected and refused rather than read as
 another budget. See ``doc/privacy_budget.md`` for the threat model.
 
-File format (``PRAGMA user_version = 1``)
+File format (``PRAGMA user_version = 2``)
 -----------------------------------------
 ``PRAGMA application_id`` is :data:`LEDGER_APPLICATION_ID` (``0x534B4450``, the
 ASCII bytes ``"SKDP"``). Table ``totals`` holds exactly one row: the ledger's
 random id, the totals allowed (ε, δ), the *exact* sums spent (integers in
 units of 2**-1074, the smallest float64 step, so no rounding accumulates; stored as
 ``"<odd hex mantissa>p<exponent>"``), the
-number of entries, the head of a SHA-256 hash chain over the entries, and a
-SHA-256 digest of all of these. Table ``spends`` holds the entries, each with its
-link of the hash chain. A spend reads and rewrites only the ``totals`` row, so it
-costs O(1) whatever the length of the ledger; reading :attr:`PrivacyBudget.ledger`
-(and reopening a ledger by path) re-verifies every entry against the chain, the
-count and the exact sums.
+number of entries, the head of a SHA-256 hash chain over the entries, the
+accountant (``"basic"``, ``"zcdp"`` or ``"rdp"``, its Rényi order, the limit of its
+running sum of losses, the exact running sum and the sum reserved) and a SHA-256
+digest of all of these. Table ``spends`` holds the entries (with their privacy
+profile and loss), each with its link of the hash chain; table ``reservations`` the
+open reservations, each with its own digest. A spend reads and rewrites only the
+``totals`` row (and its reservation's row), so it costs O(1) whatever the length of
+the ledger; reading :attr:`PrivacyBudget.ledger` (and reopening a ledger by path)
+re-verifies every entry against the chain, the count, the exact sums and the
+reservations.
 """
 
 from __future__ import annotations
@@ -36,30 +40,37 @@ import os
 import secrets
 import sqlite3
 import tempfile
+import threading
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 
+from . import _accountants
 from ._params import Interval, InvalidParameterError, check_value
 from ._warnings import PrivacyLeakWarning
 
 __all__ = [
     "LEDGER_APPLICATION_ID",
     "BudgetExceededError",
+    "BudgetReport",
+    "DEFAULT_LEDGER_ENV",
     "LedgerEntry",
     "LedgerError",
     "LedgerNotFoundError",
     "PrivacyBudget",
     "PrivacyLeakWarning",
+    "PrivacySpent",
+    "default_budget",
 ]
 
 #: ``PRAGMA application_id`` of a ledger file: the ASCII bytes "SKDP" as a
 #: big-endian 32-bit integer (0x534B4450 = 1397441616).
 LEDGER_APPLICATION_ID = 0x534B4450
 # ``PRAGMA user_version``: the layout of the tables below. Bump on any change.
-_SCHEMA_VERSION = 1
+_SCHEMA_VERSION = 2
 
 # What _read_state checks first, in order: (pragma, expected value, message if not).
 _PRAGMA_CHECKS = (
@@ -105,6 +116,13 @@ CREATE TABLE totals (
     spent_delta TEXT NOT NULL,
     n_entries INTEGER NOT NULL,
     head TEXT NOT NULL,
+    accountant TEXT NOT NULL,
+    rdp_order REAL NOT NULL,
+    loss_limit REAL NOT NULL,
+    spent_loss TEXT NOT NULL,
+    reserved_loss TEXT NOT NULL,
+    reserved_delta TEXT NOT NULL,
+    n_reservations INTEGER NOT NULL,
     digest TEXT NOT NULL
 );
 CREATE TABLE spends (
@@ -114,7 +132,17 @@ CREATE TABLE spends (
     epsilon REAL NOT NULL,
     delta REAL NOT NULL,
     pid INTEGER NOT NULL,
-    chain TEXT NOT NULL
+    chain TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    loss REAL NOT NULL,
+    reservation INTEGER NOT NULL
+);
+CREATE TABLE reservations (
+    id INTEGER PRIMARY KEY,
+    pid INTEGER NOT NULL,
+    loss_left TEXT NOT NULL,
+    delta_left TEXT NOT NULL,
+    digest TEXT NOT NULL
 );
 """
 
@@ -159,12 +187,71 @@ class LedgerEntry:
         Privacy loss parameter charged.
     delta : float
         Failure probability charged.
+    profile : str
+        Privacy profile of the release (``"pure"`` or ``"laplace"``, see
+        :mod:`skdptest._accountants`).
+    loss : float
+        What the spend added to the ledger's running sum: ε (``"basic"``), ρ
+        (``"zcdp"``) or the Rényi divergence at the ledger's order (``"rdp"``).
+    reservation : int
+        Id of the reservation the spend drew on (0: none).
     """
 
     time: float
     label: str
     epsilon: float
     delta: float
+    profile: str = "pure"
+    loss: float = 0.0
+    reservation: int = 0
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """What a ledger's spends cost, by accountant (:meth:`PrivacyBudget.report`).
+
+    Attributes
+    ----------
+    accountant : str
+        The ledger's accountant.
+    n_entries : int
+        Number of spends reported.
+    delta : float
+        The δ at which every ε below is given.
+    adaptive_epsilon : float
+        The guarantee under adaptively chosen spends: the sum of the ε (basic
+        composition, with ``basic_delta``) for a ``"basic"`` ledger; the ε of the
+        ledger's filter target for ``"zcdp"`` and ``"rdp"`` (a filter certifies its
+        target, not the sum reached so far).
+    basic_epsilon, basic_delta : float
+        Sums of the ε and δ spent (basic composition).
+    zcdp_epsilon : float or None
+        ε from the sum of the zCDP parameters (``None`` if a spend had δ > 0).
+    rdp_epsilon : float or None
+        ε from the Rényi composition, the best order chosen afterwards: a
+        *declared-batch* figure (``None`` if a spend had δ > 0).
+    batch_epsilon : float
+        ε of the privacy-loss-distribution composition (``dp_accounting``), the
+        tightest of all: valid only **as a declared batch**, i.e. had this sequence
+        of spends been fixed in advance; not a guarantee for adaptive choices.
+    label : str
+        The words above in one line, for printed reports.
+    """
+
+    accountant: str
+    n_entries: int
+    delta: float
+    adaptive_epsilon: float
+    basic_epsilon: float
+    basic_delta: float
+    zcdp_epsilon: float | None
+    rdp_epsilon: float | None
+    batch_epsilon: float
+    label: str = (
+        "batch_epsilon, rdp_epsilon and zcdp_epsilon hold for these spends as a batch "
+        "declared in advance; adaptive_epsilon is what the ledger guarantees for "
+        "adaptively chosen spends."
+    )
 
 
 def _check_amount(value, name, *, strictly_positive, upper=None):
@@ -267,9 +354,9 @@ def _genesis(ledger_id):
     return _sha256("skdptest-ledger-genesis", ledger_id)
 
 
-def _link(previous, entry_id, time_, label, epsilon, delta, pid):
-    # The label goes last: every other field is hex or decimal and cannot hold the
-    # separator, so the hashed record decodes uniquely.
+def _link(previous, entry_id, time_, label, epsilon, delta, pid, profile, loss, reservation):
+    # The label goes last: every other field is hex, decimal or a fixed word and cannot
+    # hold the separator, so the hashed record decodes uniquely.
     return _sha256(
         "skdptest-ledger-entry",
         previous,
@@ -278,8 +365,35 @@ def _link(previous, entry_id, time_, label, epsilon, delta, pid):
         epsilon.hex(),
         delta.hex(),
         str(pid),
+        profile,
+        loss.hex(),
+        str(reservation),
         label,
     )
+
+
+def _reservation_digest(ledger_id, res_id, pid, loss_left, delta_left):
+    return _sha256(
+        "skdptest-ledger-reservation",
+        ledger_id,
+        str(res_id),
+        str(pid),
+        _format_units(loss_left),
+        _format_units(delta_left),
+    )
+
+
+def _pid_alive(pid):
+    """Whether process ``pid`` exists on this machine (a reservation's owner)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -293,6 +407,19 @@ class _State:
     spent_delta: int
     n_entries: int
     head: str
+    accountant: str = "basic"
+    rdp_order: float = 0.0
+    loss_limit: float | None = None  # None: the total ε (basic)
+    spent_loss: int | None = None  # None: spent_epsilon (basic)
+    reserved_loss: int = 0
+    reserved_delta: int = 0
+    n_reservations: int = 0
+
+    def __post_init__(self):
+        if self.loss_limit is None:
+            object.__setattr__(self, "loss_limit", self.epsilon)
+        if self.spent_loss is None:
+            object.__setattr__(self, "spent_loss", self.spent_epsilon)
 
     def digest(self):
         return _sha256(
@@ -304,6 +431,13 @@ class _State:
             _format_units(self.spent_delta),
             str(self.n_entries),
             self.head,
+            self.accountant,
+            self.rdp_order.hex(),
+            self.loss_limit.hex(),
+            _format_units(self.spent_loss),
+            _format_units(self.reserved_loss),
+            _format_units(self.reserved_delta),
+            str(self.n_reservations),
         )
 
     def row(self):
@@ -315,8 +449,20 @@ class _State:
             _format_units(self.spent_delta),
             self.n_entries,
             self.head,
+            self.accountant,
+            self.rdp_order,
+            self.loss_limit,
+            _format_units(self.spent_loss),
+            _format_units(self.reserved_loss),
+            _format_units(self.reserved_delta),
+            self.n_reservations,
             self.digest(),
         )
+
+    def replace(self, **changes):
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        fields.update(changes)
+        return _State(**fields)
 
 
 def _open_connection(uri):
@@ -342,10 +488,15 @@ def _describe(exc, creating=False):
 class PrivacyBudget:
     """A total privacy budget (ε, δ) and the ledger of what was spent.
 
-    Composition is basic sequential composition: the ε of all spends add up,
-    and so do the δ. A spend is one atomic check-then-record transaction, safe
-    across threads and processes on one machine, and costs O(1) however long the
-    ledger is.
+    Each spend is recorded with its ε, δ and privacy profile, and is admitted by
+    the ledger's accountant: ``"basic"`` (the ε of all spends add up, and so do
+    the δ), ``"zcdp"`` (their zCDP parameters add up to at most the largest ρ that
+    converts to the target (ε, δ)) or ``"rdp"`` (their Rényi divergences of one
+    fixed order add up to at most the largest that converts to it). Each check is
+    a valid privacy filter when the spends are chosen adaptively (see
+    :mod:`skdptest._accountants` and ``doc/privacy_budget.md``). A spend is one
+    atomic check-then-record transaction, safe across threads and processes on
+    one machine, and costs O(1) however long the ledger is.
 
     Parameters
     ----------
@@ -360,6 +511,10 @@ class PrivacyBudget:
         file (empty, foreign SQLite database, not SQLite, truncated, corrupted)
         raises :class:`LedgerError`. ``None`` uses a temporary file, deleted when
         the creating process exits.
+    accountant : {"basic", "zcdp", "rdp"}, default="basic"
+        How spends compose (fixed when the ledger is created; reopening with
+        another accountant is refused). ``"zcdp"`` and ``"rdp"`` need
+        ``delta > 0`` and admit only spends with δ = 0.
 
     Attributes
     ----------
@@ -369,6 +524,13 @@ class PrivacyBudget:
         Total δ allowed (read-only).
     path : str
         Location of the SQLite ledger (read-only).
+    accountant : str
+        The accountant (read-only).
+    rdp_order : float
+        The Rényi order of an ``"rdp"`` ledger (0.0 otherwise).
+    loss_limit : float
+        The limit of the running sum of losses: ε (basic), ρ (zcdp) or the Rényi
+        divergence at ``rdp_order`` (rdp).
 
     Raises
     ------
@@ -398,12 +560,38 @@ class PrivacyBudget:
     0.75
     """
 
-    def __init__(self, epsilon, delta=0.0, path=None):
+    def __init__(self, epsilon, delta=0.0, path=None, *, accountant="basic"):
         if "_path" in self.__dict__:
             raise AttributeError("A PrivacyBudget cannot be re-initialised; create a new one.")
         epsilon = _check_amount(epsilon, "epsilon", strictly_positive=True)
         delta = _check_amount(delta, "delta", strictly_positive=False, upper=1.0)
-        self._set(epsilon=epsilon, delta=delta, path=None, ledger_id=None, owner_pid=None)
+        if accountant not in _accountants.ACCOUNTANTS:
+            raise InvalidParameterError(
+                f"accountant must be one of {_accountants.ACCOUNTANTS}, got {accountant!r}."
+            )
+        if accountant != "basic" and delta == 0:
+            raise InvalidParameterError(
+                f"accountant={accountant!r} needs delta > 0 (a zCDP or Rényi guarantee "
+                "converts to (epsilon, delta)-DP only for delta > 0); use accountant='basic' "
+                "for a pure budget."
+            )
+        self._init(epsilon, delta, path, accountant)
+
+    @classmethod
+    def _unlimited(cls, path=None):
+        """A ``"basic"`` ledger without a limit (the process-wide default ledger)."""
+        budget = cls.__new__(cls)
+        budget._init(math.inf, math.inf, path, "basic", fast=path is None)
+        return budget
+
+    def _init(self, epsilon, delta, path, accountant, fast=False):
+        order = _accountants.default_order(epsilon, delta) if accountant == "rdp" else 0.0
+        self._set(
+            epsilon=epsilon, delta=delta, path=None, ledger_id=None, owner_pid=None,
+            accountant=accountant, rdp_order=order, reservation=None, fast=fast,
+            loss_limit=_accountants.loss_limit(accountant, epsilon, delta, order),
+            pending=[], pending_lock=threading.Lock(),
+        )
         if path is None:
             fd, path = tempfile.mkstemp(prefix="skdptest-budget-", suffix=".sqlite")
             os.close(fd)
@@ -453,6 +641,21 @@ class PrivacyBudget:
         """str: location of the SQLite ledger (read-only)."""
         return self._path
 
+    @property
+    def accountant(self):
+        """str: how spends compose, ``"basic"``, ``"zcdp"`` or ``"rdp"`` (read-only)."""
+        return self._accountant
+
+    @property
+    def rdp_order(self):
+        """float: the Rényi order of an ``"rdp"`` ledger, 0.0 otherwise (read-only)."""
+        return self._rdp_order
+
+    @property
+    def loss_limit(self):
+        """float: the limit of the ledger's running sum of losses (read-only)."""
+        return self._loss_limit
+
     # -- creating and opening --------------------------------------------------------
     def _error(self, message, path=None):
         return LedgerError(f"path={path if path is not None else self._path!r}: {message}")
@@ -465,7 +668,11 @@ class PrivacyBudget:
         """
         name = path if name is None else name
         ledger_id = secrets.token_hex(16)
-        state = _State(ledger_id, self._epsilon, self._delta, 0, 0, 0, _genesis(ledger_id))
+        state = _State(
+            ledger_id, self._epsilon, self._delta, 0, 0, 0, _genesis(ledger_id),
+            accountant=self._accountant, rdp_order=self._rdp_order,
+            loss_limit=self._loss_limit, spent_loss=0,
+        )
         try:
             con = _open_connection(Path(os.path.abspath(path)).as_uri() + "?mode=rwc")
         except _DB_ERRORS as exc:
@@ -477,7 +684,10 @@ class PrivacyBudget:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     con.execute(statement)
-            con.execute("INSERT INTO totals VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?)", state.row())
+            con.execute(
+                "INSERT INTO totals VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                state.row(),
+            )
             con.execute("COMMIT")
         except _DB_ERRORS as exc:
             raise LedgerError(
@@ -545,6 +755,15 @@ class PrivacyBudget:
                 f"cannot be reopened with epsilon={self._epsilon}, delta={self._delta}.",
                 path,
             )
+        if state.accountant != self._accountant:
+            raise self._error(
+                f"holds a ledger created with accountant={state.accountant!r}; it cannot be "
+                f"reopened with accountant={self._accountant!r}.",
+                path,
+            )
+        # The file's order and limit are authoritative (another dp_accounting version
+        # could compute a slightly different limit; the ledger keeps the one it began with).
+        self._set(rdp_order=state.rdp_order, loss_limit=state.loss_limit)
         return state.ledger_id
 
     def _connect(self, path=None):
@@ -572,7 +791,13 @@ class PrivacyBudget:
         if len(header) < _HEADER_SIZE:
             raise self._error("is a truncated SQLite file, not a usable privacy ledger.", path)
         try:
-            return _open_connection(Path(os.path.abspath(path)).as_uri() + "?mode=rw")
+            con = _open_connection(Path(os.path.abspath(path)).as_uri() + "?mode=rw")
+            if self._fast:
+                # The default ledger of this process (a temporary file): a killed process
+                # loses nothing without fsync (the OS holds the writes); only a power loss
+                # could, and the file is deleted when the process exits anyway.
+                con.execute("PRAGMA synchronous = OFF")
+            return con
         except _DB_ERRORS as exc:
             raise self._error(f"cannot open the privacy ledger: {_describe(exc)}", path) from exc
 
@@ -610,7 +835,8 @@ class PrivacyBudget:
                 raise self._error(message.format(value=value, expected=expected), path)
         rows = con.execute(
             "SELECT ledger_id, epsilon, delta, spent_epsilon, spent_delta, n_entries, head, "
-            "digest FROM totals"
+            "accountant, rdp_order, loss_limit, spent_loss, reserved_loss, reserved_delta, "
+            "n_reservations, digest FROM totals"
         ).fetchall()
         if len(rows) != 1:
             raise self._error(f"is corrupted: {len(rows)} totals rows instead of 1.", path)
@@ -627,11 +853,21 @@ class PrivacyBudget:
                     f"has epsilon={self._epsilon}, delta={self._delta} (totals are fixed when "
                     "a ledger is created); refusing to charge it.",
                 )
+            if (state.accountant, state.rdp_order, state.loss_limit) != (
+                self._accountant, self._rdp_order, self._loss_limit
+            ):
+                raise self._error(
+                    f"holds accountant={state.accountant!r} with limit {state.loss_limit!r}, but "
+                    f"this handle has accountant={self._accountant!r} with limit "
+                    f"{self._loss_limit!r}; refusing to charge it.",
+                )
         return state
 
     def _parse_totals(self, row, path):
-        ledger_id, eps, delta, spent_e, spent_d, n, head, digest = row
-        types = (str, float, float, str, str, int, str, str)
+        (ledger_id, eps, delta, spent_e, spent_d, n, head, accountant, order, limit,
+         spent_l, reserved_l, reserved_d, n_res, digest) = row
+        types = (str, float, float, str, str, int, str, str, float, float, str, str, str, int,
+                 str)
         corrupted = self._error(
             "is corrupted: its totals row does not match its integrity digest.", path
         )
@@ -639,7 +875,9 @@ class PrivacyBudget:
             raise corrupted
         try:
             state = _State(
-                ledger_id, eps, delta, _parse_units(spent_e), _parse_units(spent_d), n, head
+                ledger_id, eps, delta, _parse_units(spent_e), _parse_units(spent_d), n, head,
+                accountant, order, limit, _parse_units(spent_l), _parse_units(reserved_l),
+                _parse_units(reserved_d), n_res,
             )
         except ValueError:
             raise corrupted from None
@@ -650,12 +888,13 @@ class PrivacyBudget:
     def _verify_entries(self, con, state, path=None):
         """Check every entry against the hash chain, the count and the exact sums."""
         rows = con.execute(
-            "SELECT id, time, label, epsilon, delta, pid, chain FROM spends ORDER BY id"
+            "SELECT id, time, label, epsilon, delta, pid, chain, profile, loss, reservation "
+            "FROM spends ORDER BY id"
         ).fetchall()
         head = _genesis(state.ledger_id)
-        sum_e = sum_d = 0
+        sum_e = sum_d = sum_l = 0
         for index, row in enumerate(rows, start=1):
-            entry_id, time_, label, eps, delta, pid, chain = row
+            entry_id, time_, label, eps, delta, pid, chain, profile, loss, res = row
             ok = (
                 type(entry_id) is int
                 and type(time_) is float
@@ -663,46 +902,90 @@ class PrivacyBudget:
                 and type(eps) is float
                 and type(delta) is float
                 and type(pid) is int
+                and type(profile) is str
+                and type(loss) is float
+                and type(res) is int
                 and entry_id == index
                 and math.isfinite(eps)
                 and math.isfinite(delta)
+                and math.isfinite(loss)
                 and eps > 0
                 and delta >= 0
+                and loss >= 0
+                and profile in _accountants.PROFILES
             )
             if ok:
-                head = _link(head, entry_id, time_, label, eps, delta, pid)
+                head = _link(head, entry_id, time_, label, eps, delta, pid, profile, loss, res)
             if not ok or head != chain:
                 raise self._error(
                     f"is corrupted: entry {index} does not match the ledger's hash chain.", path
                 )
             sum_e += _to_units(eps)
             sum_d += _to_units(delta)
-        if (len(rows), head, sum_e, sum_d) != (
+            sum_l += _to_units(loss)
+        if (len(rows), head, sum_e, sum_d, sum_l) != (
             state.n_entries,
             state.head,
             state.spent_epsilon,
             state.spent_delta,
+            state.spent_loss,
         ):
             raise self._error(
                 "is corrupted: its entries do not add up to its recorded totals.", path
             )
-        return [LedgerEntry(r[1], r[2], r[3], r[4]) for r in rows]
+        reservations = self._read_reservations(con, state, path)
+        if (sum(r[2] for r in reservations), sum(r[3] for r in reservations)) != (
+            state.reserved_loss, state.reserved_delta
+        ):
+            raise self._error(
+                "is corrupted: its reservations do not add up to its recorded totals.", path
+            )
+        return [LedgerEntry(*r[1:5], r[7], r[8], r[9]) for r in rows]
+
+    def _read_reservations(self, con, state, path=None, res_id=None):
+        """The verified reservation rows (all, or the one with id ``res_id``)."""
+        query = "SELECT id, pid, loss_left, delta_left, digest FROM reservations"
+        rows = (con.execute(query + " WHERE id = ?", (res_id,)) if res_id is not None
+                else con.execute(query + " ORDER BY id")).fetchall()
+        out = []
+        for row in rows:
+            res, pid, loss_left, delta_left, digest = row
+            try:
+                if type(res) is not int or type(pid) is not int:
+                    raise ValueError
+                loss_left, delta_left = _parse_units(loss_left), _parse_units(delta_left)
+            except (ValueError, TypeError):
+                loss_left = None
+            if loss_left is None or digest != _reservation_digest(
+                state.ledger_id, res, pid, loss_left, delta_left
+            ):
+                raise self._error(
+                    f"is corrupted: reservation {res} does not match its integrity digest.", path
+                )
+            out.append((res, pid, loss_left, delta_left))
+        return out
 
     # -- spending --------------------------------------------------------------------
-    def spend(self, epsilon, delta=0.0, label="spend"):
+    def spend(self, epsilon, delta=0.0, label="spend", *, profile="pure"):
         """Record a spend of (ε, δ), or refuse it and record nothing.
 
         One ``BEGIN IMMEDIATE`` transaction reads the ledger's totals row, verifies
-        it, checks the spend and records it: O(1) whatever the length of the ledger.
+        it, checks the spend with the ledger's accountant and records it: O(1)
+        whatever the length of the ledger. Inside :meth:`reserve`, the spend draws
+        on the reservation while it covers the spend.
 
         Parameters
         ----------
         epsilon : float
             ε to charge, finite and > 0.
         delta : float, default=0.0
-            δ to charge, in [0, 1).
+            δ to charge, in [0, 1) (only 0 on a ``"zcdp"`` or ``"rdp"`` ledger).
         label : str, default="spend"
             Description stored in the ledger.
+        profile : {"pure", "laplace"}, default="pure"
+            Privacy profile of the release: ``"laplace"`` only when the release is
+            one continuous Laplace draw of scale sensitivity/ε, or a post-processing
+            of it; ``"pure"`` for any other ε-DP release.
 
         Raises
         ------
@@ -710,7 +993,8 @@ class PrivacyBudget:
             If the spend would exceed the total; the message states what was
             asked and what remains.
         ValueError, TypeError
-            If ``epsilon``, ``delta`` or ``label`` is invalid (nothing is recorded).
+            If ``epsilon``, ``delta``, ``label`` or ``profile`` is invalid (nothing
+            is recorded).
         LedgerNotFoundError
             If the ledger file no longer exists (a :class:`LedgerError` and a
             ``FileNotFoundError``; nothing is recorded).
@@ -719,6 +1003,86 @@ class PrivacyBudget:
             handle, is corrupted, read-only, on a full disk, or locked too long
             (nothing is recorded).
         """
+        epsilon, delta, label, profile = self._check_spend(epsilon, delta, label, profile)
+        if self._fast and self._reservation is None:
+            # The temporary default ledger has no limit, so nothing can be refused: its
+            # spends are kept in memory and written (chained, verified) by the next read.
+            with self._pending_lock:
+                self._pending.append((time.time(), label, epsilon, delta, profile))
+            return
+        self._flush()
+        self._record([(None, label, epsilon, delta, profile)])
+
+    def _flush(self):
+        """Write the pending spends of the temporary default ledger in one transaction."""
+        if not self._fast:
+            return
+        with self._pending_lock:
+            pending, self._pending[:] = list(self._pending), []
+        if pending:
+            self._record(pending)
+
+    def _record(self, batch):
+        """Check and record ``(time or None, label, ε, δ, profile)`` spends in one transaction."""
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            state = self._read_state(con)
+            for when, label, epsilon, delta, profile in batch:
+                state = self._record_one(con, state, when, label, epsilon, delta, profile)
+            self._write_totals(con, state)
+            con.execute("COMMIT")
+        except _DB_ERRORS as exc:
+            raise self._db_error(exc, "the spend was not recorded") from exc
+        finally:
+            # Closing without COMMIT rolls back: nothing of a refused spend remains.
+            con.close()
+
+    def _record_one(self, con, state, when, label, epsilon, delta, profile):
+        loss = _accountants.loss(self._accountant, epsilon, profile, self._rdp_order)
+        loss_units, delta_units = _to_units(loss), _to_units(delta)
+        res_id = 0
+        if self._reservation is not None:
+            rows = self._read_reservations(con, state, res_id=self._reservation)
+            if rows and rows[0][2] >= loss_units and rows[0][3] >= delta_units:
+                res_id, pid, loss_left, delta_left = rows[0]
+                loss_left -= loss_units
+                delta_left -= delta_units
+                con.execute(
+                    "UPDATE reservations SET loss_left = ?, delta_left = ?, digest = ? "
+                    "WHERE id = ?",
+                    (_format_units(loss_left), _format_units(delta_left),
+                     _reservation_digest(state.ledger_id, res_id, pid, loss_left,
+                                         delta_left), res_id),
+                )
+                if state.reserved_loss < loss_units or state.reserved_delta < delta_units:
+                    raise self._error("is corrupted: its reservations exceed its totals.")
+                state = state.replace(
+                    reserved_loss=state.reserved_loss - loss_units,
+                    reserved_delta=state.reserved_delta - delta_units,
+                )
+        if res_id == 0 and not self._fits(state, loss, delta):
+            state = self._release_stale(con, state)
+            if not self._fits(state, loss, delta):
+                raise BudgetExceededError(self._refusal(state, epsilon, delta, label))
+        entry_id = state.n_entries + 1
+        now, pid = (time.time() if when is None else when), os.getpid()
+        chain = _link(state.head, entry_id, now, label, epsilon, delta, pid, profile, loss,
+                      res_id)
+        con.execute(
+            "INSERT INTO spends (id, time, label, epsilon, delta, pid, chain, profile, "
+            "loss, reservation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (entry_id, now, label, epsilon, delta, pid, chain, profile, loss, res_id),
+        )
+        return state.replace(
+            spent_epsilon=state.spent_epsilon + _to_units(epsilon),
+            spent_delta=state.spent_delta + delta_units,
+            spent_loss=state.spent_loss + loss_units,
+            n_entries=entry_id,
+            head=chain,
+        )
+
+    def _check_spend(self, epsilon, delta, label, profile):
         epsilon = _check_amount(epsilon, "epsilon", strictly_positive=True)
         delta = _check_amount(delta, "delta", strictly_positive=False, upper=1.0)
         if not isinstance(label, str):
@@ -727,54 +1091,311 @@ class PrivacyBudget:
             label.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("label must be encodable as UTF-8 (no lone surrogates).") from None
+        if profile not in _accountants.PROFILES:
+            raise InvalidParameterError(
+                f"profile must be one of {_accountants.PROFILES}, got {profile!r}."
+            )
+        if delta > 0 and self._accountant != "basic":
+            raise InvalidParameterError(
+                f"delta must be 0 on a ledger with accountant={self._accountant!r}, got "
+                f"{delta:g} ({label}): approximate-DP spends are accounted only by "
+                "accountant='basic'. Nothing was recorded."
+            )
+        return epsilon, delta, label, profile
+
+    def _write_totals(self, con, new):
+        cur = con.execute(
+            "UPDATE totals SET ledger_id = ?, epsilon = ?, delta = ?, spent_epsilon = ?, "
+            "spent_delta = ?, n_entries = ?, head = ?, accountant = ?, rdp_order = ?, "
+            "loss_limit = ?, spent_loss = ?, reserved_loss = ?, reserved_delta = ?, "
+            "n_reservations = ?, digest = ? WHERE id = 1",
+            new.row(),
+        )
+        if cur.rowcount != 1:
+            raise self._error("is corrupted: its totals row cannot be updated.")
+
+    def _fits(self, state, loss, delta):
+        committed = _from_units(state.spent_loss + state.reserved_loss)
+        if committed + loss > self._loss_limit * (1 + _REL_TOL):
+            return False
+        committed_delta = _from_units(state.spent_delta + state.reserved_delta)
+        return delta == 0 or committed_delta + delta <= self._delta * (1 + _REL_TOL) + 1e-300
+
+    def _left(self, state):
+        """(largest ε of one more pure spend, δ left) given ``state``."""
+        loss_left = max(self._loss_limit - _from_units(state.spent_loss + state.reserved_loss),
+                        0.0)
+        delta_left = max(self._delta - _from_units(state.spent_delta + state.reserved_delta),
+                         0.0)
+        return (_accountants.largest_epsilon(self._accountant, loss_left, self._rdp_order),
+                delta_left)
+
+    def _refusal(self, state, epsilon, delta, label, what="asked for"):
+        eps_left, delta_left = self._left(state)
+        reserved = " (some of it reserved)" if state.reserved_loss or state.reserved_delta \
+            else ""
+        how = "" if self._accountant == "basic" else (
+            f" under the {self._accountant!r} accountant (epsilon remaining is the largest "
+            "one more pure spend may have)"
+        )
+        return (
+            f"Privacy budget exceeded: {what} epsilon={epsilon:g}, delta={delta:g} ({label}), "
+            f"but only epsilon={eps_left:g}, delta={delta_left:g} remain{reserved}{how}. "
+            f"{_GRID_SEARCH_HINT}"
+        )
+
+    def _release_stale(self, con, state):
+        """Free the reservations of processes that no longer exist (crashed owners)."""
+        if not (state.reserved_loss or state.reserved_delta):
+            return state
+        for res, pid, loss_left, delta_left in self._read_reservations(con, state):
+            if not _pid_alive(pid):
+                con.execute("DELETE FROM reservations WHERE id = ?", (res,))
+                state = state.replace(
+                    reserved_loss=state.reserved_loss - loss_left,
+                    reserved_delta=state.reserved_delta - delta_left,
+                )
+        return state
+
+    # -- reservations ----------------------------------------------------------------
+    def _cost_units(self, cost, delta):
+        """(loss units, δ units, ε for messages) of a reservation's cost."""
+        spends = getattr(cost, "spends", None)
+        if spends is None:
+            epsilon = _check_amount(cost, "epsilon", strictly_positive=True)
+            delta = _check_amount(delta, "delta", strictly_positive=False, upper=1.0)
+            self._check_spend(epsilon, delta, "reservation", "pure")
+            loss = _accountants.loss(self._accountant, epsilon, "pure", self._rdp_order)
+            return _to_units(loss), _to_units(delta), epsilon, delta
+        loss_units = delta_units = 0
+        for eps, d, profile, count in spends:
+            self._check_spend(eps, d, "reservation", profile)
+            loss = _accountants.loss(self._accountant, eps, profile, self._rdp_order)
+            loss_units += _to_units(loss) * count
+            delta_units += _to_units(d) * count
+        refit = [(_to_units(_accountants.loss(self._accountant, e, p, self._rdp_order)),
+                  _to_units(d)) for e, d, p in getattr(cost, "refit", ())]
+        if refit:
+            loss_units += max(r[0] for r in refit)
+            delta_units += max(r[1] for r in refit)
+        return loss_units, delta_units, float(cost.epsilon), float(cost.delta)
+
+    @contextmanager
+    def reserve(self, epsilon, delta=0.0):
+        """Set aside a cost atomically; spends made inside draw on it.
+
+        Use it around a search whose cost is known in advance
+        (:func:`skdptest.search_cost`): a search that cannot finish is refused
+        before its first spend, and nothing else can take the budget it needs
+        meanwhile. On exit the unused part returns to the budget. If the process
+        dies inside the block, the reservation is freed by the next spend or
+        reservation that needs it (the owner's process id no longer exists); what
+        was spent stays spent.
+
+        Parameters
+        ----------
+        epsilon : float or SearchCost
+            ε of one pure spend to set aside, or a :class:`~skdptest.SearchCost`
+            (every spend of a search, with its profile; the accountant prices it).
+        delta : float, default=0.0
+            δ to set aside (ignored for a ``SearchCost``, which carries its own).
+
+        Yields
+        ------
+        budget : PrivacyBudget
+            This handle; its spends (and those of its pickles made inside the
+            block, e.g. in joblib workers) draw on the reservation.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the cost does not fit in what remains; nothing is reserved or spent.
+        RuntimeError
+            If this handle is already inside a reservation.
+
+        Examples
+        --------
+        >>> from skdptest import PrivacyBudget
+        >>> budget = PrivacyBudget(1.0)
+        >>> with budget.reserve(0.5):
+        ...     budget.spend(0.2)
+        >>> round(budget.spent[0], 10), round(budget.remaining[0], 10)
+        (0.2, 0.8)
+        """
+        if self._reservation is not None:
+            raise RuntimeError("This PrivacyBudget handle is already inside a reservation.")
+        loss_units, delta_units, eps_shown, delta_shown = self._cost_units(epsilon, delta)
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
             state = self._read_state(con)
-            spent_eps = _from_units(state.spent_epsilon)
-            spent_delta = _from_units(state.spent_delta)
-            over_eps = spent_eps + epsilon > self._epsilon * (1 + _REL_TOL)
-            over_delta = spent_delta + delta > self._delta * (1 + _REL_TOL) + 1e-300
-            if over_eps or (delta > 0 and over_delta):
-                raise BudgetExceededError(
-                    f"Privacy budget exceeded: asked for epsilon={epsilon:g}, "
-                    f"delta={delta:g} ({label}), but only epsilon="
-                    f"{max(self._epsilon - spent_eps, 0.0):g}, delta="
-                    f"{max(self._delta - spent_delta, 0.0):g} remain. {_GRID_SEARCH_HINT}"
-                )
-            entry_id = state.n_entries + 1
-            now, pid = time.time(), os.getpid()
-            chain = _link(state.head, entry_id, now, label, epsilon, delta, pid)
-            new = _State(
-                state.ledger_id,
-                state.epsilon,
-                state.delta,
-                state.spent_epsilon + _to_units(epsilon),
-                state.spent_delta + _to_units(delta),
-                entry_id,
-                chain,
-            )
+            loss, d = _from_units(loss_units), _from_units(delta_units)
+            if not self._fits(state, loss, d):
+                state = self._release_stale(con, state)
+                if not self._fits(state, loss, d):
+                    raise BudgetExceededError(self._refusal(
+                        state, eps_shown, delta_shown, "reservation", what="a reservation of"
+                    ).replace("Nothing was recorded.", "Nothing was reserved or spent."))
+            res_id = state.n_reservations + 1
+            pid = os.getpid()
             con.execute(
-                "INSERT INTO spends (id, time, label, epsilon, delta, pid, chain) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (entry_id, now, label, epsilon, delta, pid, chain),
+                "INSERT INTO reservations (id, pid, loss_left, delta_left, digest) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (res_id, pid, _format_units(loss_units), _format_units(delta_units),
+                 _reservation_digest(state.ledger_id, res_id, pid, loss_units, delta_units)),
             )
-            cur = con.execute(
-                "UPDATE totals SET ledger_id = ?, epsilon = ?, delta = ?, spent_epsilon = ?, "
-                "spent_delta = ?, n_entries = ?, head = ?, digest = ? WHERE id = 1",
-                new.row(),
-            )
-            if cur.rowcount != 1:
-                raise self._error("is corrupted: its totals row cannot be updated.")
+            self._write_totals(con, state.replace(
+                reserved_loss=state.reserved_loss + loss_units,
+                reserved_delta=state.reserved_delta + delta_units,
+                n_reservations=res_id,
+            ))
             con.execute("COMMIT")
         except _DB_ERRORS as exc:
-            raise self._db_error(exc, "the spend was not recorded") from exc
+            raise self._db_error(exc, "nothing was reserved") from exc
         finally:
-            # Closing without COMMIT rolls back: nothing of a refused spend remains.
             con.close()
+        self._set(reservation=res_id)
+        try:
+            yield self
+        finally:
+            self._set(reservation=None)
+            self._release(res_id)
+
+    def _release(self, res_id):
+        con = self._connect()
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            state = self._read_state(con)
+            rows = self._read_reservations(con, state, res_id=res_id)
+            if rows:
+                _, _, loss_left, delta_left = rows[0]
+                con.execute("DELETE FROM reservations WHERE id = ?", (res_id,))
+                self._write_totals(con, state.replace(
+                    reserved_loss=state.reserved_loss - loss_left,
+                    reserved_delta=state.reserved_delta - delta_left,
+                ))
+            con.execute("COMMIT")
+        except _DB_ERRORS as exc:
+            raise self._db_error(exc, "the reservation was not released") from exc
+        finally:
+            con.close()
+
+    @property
+    def reserved(self):
+        """tuple of float: (loss, δ) currently reserved by open reservations."""
+        state, _ = self._read()
+        return _from_units(state.reserved_loss), _from_units(state.reserved_delta)
+
+    @property
+    def loss_spent(self):
+        """float: the running sum of losses (ε, ρ or Rényi divergence) spent so far."""
+        state, _ = self._read()
+        return _from_units(state.spent_loss)
+
+    # -- reports ---------------------------------------------------------------------
+    def report(self, delta=None):
+        """The cost of the spends so far, by accountant, at one δ.
+
+        Parameters
+        ----------
+        delta : float, default=None
+            δ of the reported ε; ``None`` uses the ledger's δ, which must then be
+            in (0, 1).
+
+        Returns
+        -------
+        BudgetReport
+            ``adaptive_epsilon`` is what holds for adaptively chosen spends;
+            ``batch_epsilon`` (privacy loss distributions, ``dp_accounting``) and
+            the zCDP and Rényi figures hold for the same spends only as a batch
+            declared in advance.
+
+        Examples
+        --------
+        >>> from skdptest import PrivacyBudget
+        >>> budget = PrivacyBudget(10.0, 1e-6, accountant="zcdp")
+        >>> for _ in range(100):
+        ...     budget.spend(0.1)
+        >>> report = budget.report()
+        >>> round(report.basic_epsilon, 6), round(report.batch_epsilon, 2)
+        (10.0, 4.77)
+        """
+        if delta is None:
+            delta = self._delta
+            if not 0 < delta < 1:
+                raise InvalidParameterError(
+                    f"delta must be given: this ledger's delta={delta} is not in (0, 1)."
+                )
+        delta = check_value(delta, [Interval(Real, 0, 1, closed="neither")], "delta")
+        entries = self.ledger
+        groups = {}
+        for entry in entries:
+            key = (entry.epsilon, entry.delta, entry.profile)
+            groups[key] = groups.get(key, 0) + 1
+        grouped = [(*key, count) for key, count in sorted(groups.items())]
+        basic_eps = math.fsum(e.epsilon for e in entries)
+        basic_delta = math.fsum(e.delta for e in entries)
+        pure = all(e.delta == 0 for e in entries)
+        rho_total = math.fsum(_accountants.rho(e, p) * n for e, _, p, n in grouped)
+        if self._accountant == "basic":
+            adaptive = basic_eps
+        else:
+            adaptive = min(basic_eps, self._epsilon)
+        return BudgetReport(
+            accountant=self._accountant,
+            n_entries=len(entries),
+            delta=delta,
+            adaptive_epsilon=adaptive,
+            basic_epsilon=basic_eps,
+            basic_delta=basic_delta,
+            zcdp_epsilon=_accountants.zcdp_epsilon(rho_total, delta) if pure else None,
+            rdp_epsilon=_accountants.rdp_batch_epsilon(grouped, delta) if pure else None,
+            batch_epsilon=_accountants.batch_epsilon(grouped, delta),
+        )
+
+    def to_frame(self):
+        """The verified entries as a :class:`pandas.DataFrame`, one row per spend.
+
+        Columns: ``time`` (UTC timestamps), ``label``, ``epsilon``, ``delta``,
+        ``profile``, ``loss`` (what the spend added to the accountant's sum) and
+        ``reservation`` (0: none). For auditors and output checkers.
+
+        Returns
+        -------
+        pandas.DataFrame
+
+        Examples
+        --------
+        >>> from skdptest import PrivacyBudget
+        >>> budget = PrivacyBudget(1.0)
+        >>> budget.spend(0.25, label="first release")
+        >>> budget.to_frame()[["label", "epsilon", "profile"]]
+                   label  epsilon profile
+        0  first release     0.25    pure
+        """
+        import pandas as pd
+
+        entries = self.ledger
+        frame = pd.DataFrame(
+            {
+                "time": pd.to_datetime([e.time for e in entries], unit="s", utc=True),
+                "label": pd.Series([e.label for e in entries], dtype=object),
+                "epsilon": pd.Series([e.epsilon for e in entries], dtype=float),
+                "delta": pd.Series([e.delta for e in entries], dtype=float),
+                "profile": pd.Series([e.profile for e in entries], dtype=object),
+                "loss": pd.Series([e.loss for e in entries], dtype=float),
+                "reservation": pd.Series([e.reservation for e in entries], dtype="int64"),
+            }
+        )
+        frame.attrs.update(
+            accountant=self._accountant, epsilon=self._epsilon, delta=self._delta,
+            loss_limit=self._loss_limit,
+        )
+        return frame
 
     # -- reading ---------------------------------------------------------------------
     def _read(self, verify_entries=False):
+        self._flush()
         con = self._connect()
         try:
             con.execute("BEGIN")
@@ -795,9 +1416,13 @@ class PrivacyBudget:
 
     @property
     def remaining(self):
-        """tuple of float: (ε, δ) still available (never negative)."""
-        eps, delta = self.spent
-        return max(self._epsilon - eps, 0.0), max(self._delta - delta, 0.0)
+        """tuple of float: (ε, δ) still available (never negative), reservations excluded.
+
+        For ``"zcdp"`` and ``"rdp"`` ledgers, ε is the largest ε of one more pure
+        ε-DP spend that would be admitted now.
+        """
+        state, _ = self._read()
+        return self._left(state)
 
     @property
     def ledger(self):
@@ -833,9 +1458,10 @@ class PrivacyBudget:
             and name.endswith(".sqlite")
         )
         path = "" if temporary else f", path={self._path!r}"
+        accountant = "" if self._accountant == "basic" else f", accountant={self._accountant!r}"
         return (
             f"PrivacyBudget(epsilon={self._epsilon!r}, delta={self._delta!r}, "
-            f"spent={spent}{path})"
+            f"spent={spent}{accountant}{path})"
         )
 
     # -- handle semantics ------------------------------------------------------------
@@ -851,6 +1477,11 @@ class PrivacyBudget:
             "delta": self._delta,
             "path": self._path,
             "ledger_id": self._ledger_id,
+            "accountant": self._accountant,
+            "rdp_order": self._rdp_order,
+            "loss_limit": self._loss_limit,
+            # A pickle made inside ``reserve`` (a joblib worker's copy) draws on it too.
+            "reservation": self._reservation,
         }
 
     def __setstate__(self, state):
@@ -863,12 +1494,25 @@ class PrivacyBudget:
                 "path=None: this pickled PrivacyBudget lacks its ledger identity (made by "
                 "another skdptest version); reopen the ledger with PrivacyBudget(...)."
             )
+        unlimited = state["epsilon"] == math.inf and state.get("accountant") == "basic"
+        accountant = state.get("accountant", "basic")
+        if accountant not in _accountants.ACCOUNTANTS:
+            raise LedgerError(f"path={state['path']!r}: unknown accountant {accountant!r}.")
         self._set(
-            epsilon=_check_amount(state["epsilon"], "epsilon", strictly_positive=True),
-            delta=_check_amount(state["delta"], "delta", strictly_positive=False, upper=1.0),
+            epsilon=math.inf if unlimited else _check_amount(
+                state["epsilon"], "epsilon", strictly_positive=True),
+            delta=math.inf if unlimited else _check_amount(
+                state["delta"], "delta", strictly_positive=False, upper=1.0),
             path=os.fspath(state["path"]),
             ledger_id=str(state["ledger_id"]),
             owner_pid=None,
+            accountant=accountant,
+            rdp_order=float(state.get("rdp_order", 0.0)),
+            loss_limit=float(state.get("loss_limit", state["epsilon"])),
+            reservation=state.get("reservation"),
+            fast=False,
+            pending=[],
+            pending_lock=threading.Lock(),
         )
         if not os.path.exists(self._path):
             warnings.warn(
@@ -886,3 +1530,71 @@ def _remove_if_owner(path, owner_pid):
                 os.remove(path + suffix)
             except OSError:
                 pass
+
+
+@dataclass(frozen=True)
+class PrivacySpent:
+    """What one release of a fitted estimator cost (its ``privacy_spent_``).
+
+    Attributes
+    ----------
+    epsilon : float
+        ε charged for the fit.
+    delta : float
+        δ charged for the fit.
+    profile : str
+        The privacy profile the charge declared (``"pure"``: any ε-DP release;
+        ``"laplace"``: one continuous Laplace release or its post-processing).
+    ledger : str
+        Path of the ledger charged (the process-wide default ledger when the
+        estimator had ``budget=None``).
+    """
+
+    epsilon: float
+    delta: float
+    profile: str
+    ledger: str
+
+
+#: Environment variable naming a file for the process-wide default ledger.
+DEFAULT_LEDGER_ENV = "SKDPTEST_DEFAULT_LEDGER"
+
+_default = {"budget": None, "pid": None}
+_default_lock = threading.Lock()
+
+
+def default_budget():
+    """The process-wide ledger charged by estimators given ``budget=None``.
+
+    It has no limit (it never refuses) and is read like any
+    :class:`PrivacyBudget` (``spent``, ``ledger``, ``to_frame()``), so a fit
+    without a budget still leaves a record of its cost. It is a temporary file,
+    deleted when the process exits, unless the environment variable
+    ``SKDPTEST_DEFAULT_LEDGER`` names a file (read when the default ledger is
+    first used): then it is that persistent ledger, shared by every process
+    that names it. Processes started after the first charge (joblib or
+    ``multiprocessing`` workers) inherit the variable and charge the same file.
+
+    Returns
+    -------
+    PrivacyBudget
+        An unlimited ``"basic"`` ledger.
+
+    Examples
+    --------
+    >>> from skdptest import default_budget
+    >>> ledger = default_budget()
+    >>> ledger.epsilon
+    inf
+    """
+    with _default_lock:
+        budget = _default["budget"]
+        if budget is None or _default["pid"] != os.getpid():
+            path = os.environ.get(DEFAULT_LEDGER_ENV) or None
+            budget = PrivacyBudget._unlimited(path)
+            if path is None:
+                # Children started from now on charge this file (forked or spawned
+                # workers inherit the environment); the creating process deletes it.
+                os.environ[DEFAULT_LEDGER_ENV] = budget.path
+            _default.update(budget=budget, pid=os.getpid())
+        return budget

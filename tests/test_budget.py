@@ -675,17 +675,11 @@ def test_file_whose_totals_were_rewritten_is_refused_by_live_handles(tmp_path):
     budget.spend(1.0)
     with sqlite3.connect(path) as con:
         row = con.execute(
-            "SELECT ledger_id, epsilon, delta, spent_epsilon, spent_delta, n_entries, head "
-            "FROM totals"
+            "SELECT ledger_id, epsilon, delta, spent_epsilon, spent_delta, n_entries, head, "
+            "accountant, rdp_order, loss_limit, spent_loss, reserved_loss, reserved_delta, "
+            "n_reservations, digest FROM totals"
         ).fetchone()
-        state = _budget._State(
-            row[0],
-            100.0,
-            row[2],
-            _budget._parse_units(row[3]),
-            _budget._parse_units(row[4]),
-            *row[5:],
-        )
+        state = budget._parse_totals(row, path).replace(epsilon=100.0)
         con.execute(
             "UPDATE totals SET epsilon = ?, digest = ? WHERE id = 1", (100.0, state.digest())
         )
@@ -707,7 +701,7 @@ def test_ledger_file_carries_the_marker(tmp_path):
     assert LEDGER_APPLICATION_ID == int.from_bytes(b"SKDP", "big") == 0x534B4450
     with sqlite3.connect(path) as con:
         assert con.execute("PRAGMA application_id").fetchone()[0] == LEDGER_APPLICATION_ID
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 2
     con.close()
 
 
@@ -749,7 +743,7 @@ NOT_LEDGERS = {
     "truncated": (_truncated_ledger, r"is truncated \(\d+ bytes, \d+ pages of \d+ expected\)"),
     "other-version": (
         _other_schema_version,
-        r"is a privacy ledger of schema version 7; this skdptest reads version 1",
+        r"is a privacy ledger of schema version 7; this skdptest reads version 2",
     ),
 }
 
@@ -1022,7 +1016,10 @@ def test_spend_does_not_read_the_entries(monkeypatch):
     long = _traced_spend(monkeypatch, budget)
     assert short == long  # the same statements whatever the length of the ledger
     touching_entries = [s for s in long if "spends" in s]
-    assert touching_entries == ["INSERT INTO spends (id, time, label, epsilon, delta, pid, chain)"]
+    assert touching_entries == [
+        "INSERT INTO spends (id, time, label, epsilon, delta, pid, chain, profile, loss, "
+        "reservation)"
+    ]
     # The check happens inside the write transaction: BEGIN IMMEDIATE, read and verify
     # the totals row, insert, update it, COMMIT.
     order = [
