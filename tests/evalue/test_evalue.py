@@ -288,9 +288,17 @@ def test_result_fields_and_no_private_internals():
     assert public == {"result_", "n_features_in_"}
 
 
+def _unit_shift_laws(d):
+    """The default laws, given explicitly (no "laws not given" warning)."""
+    return (stats.multivariate_normal(np.zeros(d), np.eye(d)),
+            stats.multivariate_normal(np.full(d, 1 / math.sqrt(d)), np.eye(d)))
+
+
 def test_default_laws_are_unit_shift_gaussians():
     X = np.random.default_rng(0).normal(size=(300, 4)) + 0.5
-    r = PrivateEValueTest(random_state=0).fit(X).result_
+    with pytest.warns(UserWarning, match=r"null and alternative are not given: testing "
+                                         r"N\(0, I_4\) against N\(μ, I_4\)"):
+        r = PrivateEValueTest(random_state=0).fit(X).result_
     assert r.reject
     rate = optimal_rate(stats.multivariate_normal(np.zeros(4), np.eye(4)),
                         stats.multivariate_normal(np.full(4, 0.5), np.eye(4)), 1.0)
@@ -299,7 +307,7 @@ def test_default_laws_are_unit_shift_gaussians():
 
 def test_dataframe_keeps_feature_names():
     df = pd.DataFrame({"a": np.zeros(10), "b": np.ones(10)})
-    est = PrivateEValueTest(random_state=0).fit(df)
+    est = PrivateEValueTest(*_unit_shift_laws(2), random_state=0).fit(df)
     assert list(est.feature_names_in_) == ["a", "b"]
 
 
@@ -380,7 +388,8 @@ def test_optimal_refusal_points_to_tslr_without_charge():
 
 def test_score_with_wrong_width_rejected_without_charge():
     budget = PrivacyBudget(10.0)
-    est = PrivateEValueTest(random_state=0, budget=budget).fit(np.zeros((5, 2)))
+    est = PrivateEValueTest(*_unit_shift_laws(2), random_state=0,
+                            budget=budget).fit(np.zeros((5, 2)))
     with pytest.raises(ValueError, match="X has 3 features"):
         est.score(np.zeros((5, 3)))
     assert len(budget.ledger) == 1
