@@ -61,6 +61,18 @@ class ConfidenceInterval:
     (sizes, bounds, ε and the plan of the release) only: post-processing of a release
     that was already paid for, so it costs no privacy budget. ``low, high = ci``
     unpacks it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest
+    >>> X = np.random.default_rng(0).binomial(1, 0.3, size=(500, 1))
+    >>> ci = DPBinomialTest(epsilon=1.0).fit(X).result_.confidence_interval(0.9)
+    >>> low, high = ci
+    >>> ci.parameter, ci.confidence_level, ci.covers
+    ('proportion', 0.9, 'sampling and noise')
+    >>> 0.0 <= low < high <= 1.0
+    True
     """
 
     low: float

@@ -605,6 +605,17 @@ class IntervalWidth:
     table : pandas.DataFrame
         One row per evaluated n (``n_samples``, ``mean_width``, ``se``,
         ``median_width``), sorted by n.
+
+    Examples
+    --------
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.power import interval_width
+    >>> def draw(n, rng):
+    ...     return rng.binomial(1, 0.5, size=(n, 1)), None
+    >>> plan = interval_width(DPBinomialTest(alternative="greater"), draw, 100,
+    ...                       n_repeats=5, random_state=0)
+    >>> plan.n_samples, plan.confidence_level, plan.table.shape[0]
+    (100, 0.95, 1)
     """
 
     n_samples: int
@@ -735,6 +746,17 @@ def solve_n_width(estimator, data_generator, width, *, confidence_level=0.95, n_
     ------
     ValueError
         If the expected width at ``n_max`` is still above ``width``.
+
+    Examples
+    --------
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.power import solve_n_width
+    >>> def draw(n, rng):
+    ...     return rng.binomial(1, 0.5, size=(n, 1)), None
+    >>> plan = solve_n_width(DPBinomialTest(alternative="greater"), draw, 0.3,
+    ...                      n_repeats=5, rtol=0.5, random_state=0)
+    >>> plan.mean_width <= 0.3
+    True
     """
     width = check_value(width, [Interval(Real, 0, None, closed="neither")], "width")
     n_min = check_value(n_min, [Interval(Integral, 1, None)], "n_min")

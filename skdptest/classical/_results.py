@@ -69,6 +69,16 @@ class BinomialTestResult(ClassicalTestResult):
     for the proportion; ``estimate`` and ``estimate_noise_sd`` describe the released
     point estimate Z / n and the noise in it alone. All are functions of Z and public
     quantities (n, ε): post-processing, no extra budget.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest
+    >>> X = np.random.default_rng(0).binomial(1, 0.3, size=(1000, 1))
+    >>> result = DPBinomialTest(epsilon=1.0).fit(X).result_
+    >>> ci = result.confidence_interval()  # covers sampling and noise
+    >>> result.estimate_noise_sd < ci.width / 10  # the noise alone: not a CI
+    True
     """
 
     @property
