@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._budget import PrivacySpent, default_budget
+from ._budget import PrivacySpent, _is_accounted_elsewhere, default_budget
 from ._params import InvalidParameterError, validate_parameters
 from ._validation import check_budget, check_generator, is_dask
 from ._warnings import quiet_numerics, warn_fixed_random_state
@@ -507,14 +507,18 @@ class BasePrivateTest(BaseEstimator):
 
     def _charge(self, params, what):
         budget = check_budget(params["budget"])
-        if budget is None:
-            # No release goes unrecorded: without a budget, the process-wide default
-            # ledger (no limit) records the cost.
-            budget = default_budget()
         epsilon, delta = self._privacy_cost(params)
         profile = self._privacy_profile
-        budget.spend(epsilon, delta, label=f"{type(self).__name__}.{what}", profile=profile)
-        spent = PrivacySpent(epsilon=epsilon, delta=delta, profile=profile, ledger=budget.path)
+        if budget is None and _is_accounted_elsewhere():
+            ledger = None  # a draw of a search whose charge covers it
+        else:
+            # No release goes unrecorded: without a budget, the process-wide default
+            # ledger (no limit) records the cost.
+            budget = default_budget() if budget is None else budget
+            budget.spend(epsilon, delta, label=f"{type(self).__name__}.{what}",
+                         profile=profile)
+            ledger = budget.path
+        spent = PrivacySpent(epsilon=epsilon, delta=delta, profile=profile, ledger=ledger)
         # A parameter, not the data, decides this warning: it may be raised after the charge.
         warn_fixed_random_state(type(self).__name__, params["random_state"])
         return spent

@@ -33,6 +33,7 @@ reservations.
 from __future__ import annotations
 
 import atexit
+import contextvars
 import errno
 import hashlib
 import math
@@ -63,6 +64,7 @@ __all__ = [
     "PrivacyBudget",
     "PrivacyLeakWarning",
     "PrivacySpent",
+    "accounted_elsewhere",
     "default_budget",
 ]
 
@@ -1545,9 +1547,10 @@ class PrivacySpent:
     profile : str
         The privacy profile the charge declared (``"pure"``: any ε-DP release;
         ``"laplace"``: one continuous Laplace release or its post-processing).
-    ledger : str
+    ledger : str or None
         Path of the ledger charged (the process-wide default ledger when the
-        estimator had ``budget=None``).
+        estimator had ``budget=None``); ``None`` for the inner fits of a search
+        whose own charge covers them (:func:`accounted_elsewhere`).
     """
 
     epsilon: float
@@ -1598,3 +1601,25 @@ def default_budget():
                 os.environ[DEFAULT_LEDGER_ENV] = budget.path
             _default.update(budget=budget, pid=os.getpid())
         return budget
+
+
+_ELSEWHERE = contextvars.ContextVar("skdptest_accounted_elsewhere", default=False)
+
+
+@contextmanager
+def accounted_elsewhere():
+    """Fits inside this block with ``budget=None`` are not recorded in the default ledger.
+
+    For library code whose inner fits are covered by a charge already made (the
+    draws of a threshold search, whose ε the search charged once); never for a
+    release that nothing else accounts for.
+    """
+    token = _ELSEWHERE.set(True)
+    try:
+        yield
+    finally:
+        _ELSEWHERE.reset(token)
+
+
+def _is_accounted_elsewhere():
+    return _ELSEWHERE.get()

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import optimize, special
 
 from .. import _noise
+from .._budget import accounted_elsewhere
 from .._noise import laplace
 from .._params import InvalidParameterError
 from .._validation import check_real
@@ -527,7 +528,8 @@ class EstimatorMechanism(ThresholdMechanism):
                 warnings.simplefilter("ignore")
                 if "random_state" in params:
                     est.set_params(random_state=int(rng.integers(2**32 - 1)))
-                est.fit(X, y)
+                with accounted_elsewhere():  # the search charged its ε once
+                    est.fit(X, y)
             if self.positive is not None:
                 positive = bool(self.positive(est))
             else:
