@@ -292,7 +292,7 @@ def _odd_cases():
             yield pytest.param(name, kind, marks=marks, id=f"{name}-{kind}")
 
 
-@pytest.mark.parametrize(("name", "kind"), _odd_cases())
+@pytest.mark.parametrize(("name", "kind"), list(_odd_cases()))
 def test_odd_inputs(name, kind):
     """Odd shapes and dtypes: refused clearly before any charge, or released finite."""
     build, match, must_refuse = ODD[kind]
@@ -497,7 +497,7 @@ def _extreme_cases():
                                    id=f"{name}-{param}={value!r}"[:80])
 
 
-@pytest.mark.parametrize(("name", "param", "index"), _extreme_cases())
+@pytest.mark.parametrize(("name", "param", "index"), list(_extreme_cases()))
 def test_extreme_valid_parameters(name, param, index):
     """Valid but extreme values (ε = 1e308 or 5e-324, α = 1e-300, the largest seed):
     a finite release charged once, or a clear refusal naming the parameter before the
