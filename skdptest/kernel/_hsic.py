@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
-from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import effective_n_jobs
 
 from .._base import BasePrivateTest, check_numeric, validate_input
 from .._budget import PrivacyBudget
@@ -22,19 +18,15 @@ from .._params import (
     Options,
     RandomState,
 )
-from .._threads import blas_threads, limit_blas, run_in_threads
 from ._bandwidth import (
     aggregate_sensitivity,
     bandwidth_grid,
     centre_abs_error,
-    hsic_centre,
     hsic_centre_constants,
-    map_in_threads,
     trace_abs_error,
     uses_aggregate,
 )
 from ._distributed import (
-    check_finite,
     dask_feature_rows,
     is_dask,
     refuse_dask,
@@ -42,38 +34,39 @@ from ._distributed import (
 )
 from ._features import (
     MAX_COMPONENTS,
-    check_feature_kernel,
     draw_frequencies,
-    feature_hsic_abs_error,
-    feature_hsic_memory_bytes,
     feature_hsic_statistics,
-    feature_shape,
     make_features,
     spectral_gamma,
 )
-from ._hsic_blocked import (
-    BLOCKED_KERNELS,
-    blocked_aggregate_statistics,
-    choose_diagonal_block,
+from ._hsic_aggregate import (
+    hsic_aggregate_statistics,
+    hsic_cyclic_statistics,
 )
-from ._hsic_time import HSICProgress, check_time, predict_seconds
+from ._hsic_blocked import (
+    blocked_aggregate_statistics,
+)
+from ._hsic_bounds import hsic_abs_error, hsic_sensitivity, hsic_squared_sensitivity
+from ._hsic_exact import _hsic_statistics, hsic_memory_bytes, hsic_permutation_statistics
+from ._hsic_routes import HSICPlan, features_plan, plan_route
+from ._hsic_time import HSICProgress
+from ._hsic_traces import _load_numba, draw_permutations
 from ._kernels import (
-    EVAL_BYTES_NAMED,
     KERNEL_CONSTRAINT,
     KERNEL_PARAMS_CONSTRAINT,
     MEDIAN_EPSILON_SHARE,
     check_kernel_spec,
-    kernel_eval_bytes,
-    median_memory_bytes,
     private_median_gamma,
     resolve_kernel,
     uses_private_median,
 )
-from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, check_memory, fitting_routes, warn_ignored
+from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, warn_ignored
 from ._results import make_permutation_result, noise_plan, plan_noise
 
 __all__ = [
     "DPHSICTest",
+    "draw_permutations",
+    "hsic_aggregate_statistics",
     "hsic_abs_error",
     "hsic_cyclic_statistics",
     "hsic_memory_bytes",
@@ -81,792 +74,6 @@ __all__ = [
     "hsic_sensitivity",
     "hsic_squared_sensitivity",
 ]
-
-# Elements of the gathered kernel values held at once by the numpy backend:
-# small enough (512 KiB) for the column gather to read cache-resident rows.
-_GATHER_ELEMENTS = 2**16
-# The numpy backend uses threads when n^2 * (B + 1) reaches this.
-_THREADS_MIN_WORK = 5e7
-# Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this
-# (below it, loading the cached kernel, or compiling it once, costs more than
-# it saves).
-_NUMBA_MIN_WORK = 1e9
-# The in-memory cyclic aggregate runs when its plan is at most this (and max_memory);
-# above it (n > about 2600 with 19 x 19 bandwidths) the blocked one (_hsic_blocked).
-IN_MEMORY_AGGREGATE_MAX = 2**30
-# Diagonals gathered at once for their spectra (the aggregate's cyclic path).
-_SPECTRA_BLOCK = 256
-# Safety factor of the certified float32 error bound (see _blocked_error_bound);
-# tests inflate it to force refinements.
-_F32_BOUND_SAFETY = 2.0
-
-# Optional accelerator, imported on first need (importing numba costs about
-# 0.4 s and 50 MB); plain numpy is the default-installable path.
-_NOT_LOADED = object()
-_numba = _NOT_LOADED
-_numba_trace_kernel = None
-_PRECISIONS = ("auto", "float32", "float64")
-
-
-def _load_numba():
-    global _numba
-    if _numba is _NOT_LOADED:
-        try:
-            import numba
-        except ImportError:  # pragma: no cover - depends on the environment
-            numba = None
-        _numba = numba
-    return _numba
-
-
-def hsic_sensitivity(n_samples, diameter_x, diameter_y):
-    """Global sensitivity ``2 (n - 1) D_x D_y / n^2`` of ``sqrt(HSIC_b)``.
-
-    Parameters
-    ----------
-    n_samples : int
-        Number n of pairs (public).
-    diameter_x, diameter_y : float
-        Public bounds on the feature diameters of the two kernels.
-
-    Returns
-    -------
-    sensitivity : float
-        ``4 (n - 1) / n^2`` for two kernels with values in [0, 1].
-    """
-    n = int(n_samples)
-    return 2.0 * (n - 1) * float(diameter_x) * float(diameter_y) / (n * n)
-
-
-def hsic_squared_sensitivity(n_samples, kappa_x, kappa_y):
-    """Sensitivity ``16 kappa_x kappa_y / n`` of ``HSIC_b`` for ANY bounded kernels.
-
-    Used when a kernel is a callable (not assumed positive definite), with
-    ``|k| <= kappa_x`` and ``|l| <= kappa_y`` for every pair of rows.
-
-    Notes
-    -----
-    ``n^2 HSIC_b = <HKH, L>`` with ``H = I - 11^T/n`` (and ``<HKH, L> =
-    <HKH, HLH>``). Replacing pair 1 changes row and column a of K and b of L
-    (``a = b`` for the observed pairing, ``a != b`` for a permuted one), each
-    entry by at most ``2 kappa``: ``<HK'H, L'> - <HKH, L> = <E, HL'H> +
-    <HKH, F>`` with E, F those changes. ``<HKH, F>`` involves only row and
-    column b of HKH, whose absolute values sum to at most ``2 n kappa_x`` each
-    (``(HKH)_bj = (K_bj - r_b) - (c_j - g)``: deviations of values in
-    ``[-kappa_x, kappa_x]`` from their mean, at most ``n kappa_x`` in total each),
-    so it is at most ``2 kappa_y * 4 n kappa_x``; likewise for the other term:
-    ``|n^2 Delta HSIC_b| <= 16 n kappa_x kappa_y``.
-    """
-    return 16.0 * float(kappa_x) * float(kappa_y) / int(n_samples)
-
-
-_U64 = 2.0**-53
-
-
-def _gamma(k):
-    return k * _U64 / (1.0 - k * _U64)
-
-
-def hsic_abs_error(n_samples, kappa_x, kappa_y, diameter_x, diameter_y, *, cyclic=False,
-                   squared=False):
-    """Certified bound on the float64 error of each computed dpHSIC statistic.
-
-    The Gram values as evaluated are taken as the kernels' values (``|K| <=
-    kappa_x``, ``|L| <= kappa_y``); the bound covers the arithmetic after
-    them, for either backend. Centring (column means over n terms, their mean,
-    three additions) puts each entry of ``Kc`` within ``e_c = gamma_{2n+8} 8
-    kappa_x`` of ``(HKH)_ij`` (``|HKH| <= 4 kappa_x``). The trace
-    ``sum_ij Kc_ij L_ij`` passes each product through at most ``k =
-    2^16 + 2n + 8`` roundings (numpy: an einsum over a 2^16-element block
-    then the sum over blocks; numba: a row sum then the sum over rows), so it
-    is within ``gamma_k 4 kappa_x kappa_y n^2 + e_c kappa_y n^2`` of the exact
-    trace. The cyclic path replaces the sum by FFTs: each circular correlation
-    of diagonals is within ``c log2(n) u ||a||_2 ||b||_2`` of exact
-    (normwise FFT bound, Higham, Section 24.1), summed over n diagonals
-    (``sum_d ||a_d|| ||b_d|| <= 4 kappa_x kappa_y n^2``), with ``c = 10 (log2 n +
-    2) + n`` covering pocketfft's radices and the accumulation of the spectra.
-    Everything is doubled as a safety factor. Then ``|sqrt(a) - sqrt(b)| <=
-    sqrt(|a - b|)`` (a, b >= 0), the division by n and the rounding of the
-    square root (``2 u D_x D_y``) give the bound on ``sqrt(HSIC_b)``; the
-    squared statistic ``HSIC_b`` is the trace error over ``n^2``.
-    """
-    n = int(n_samples)
-    kx, ky = float(kappa_x), float(kappa_y)
-    if cyclic:
-        rel = (10.0 * (math.log2(n) + 2.0) + n) * _U64 * 4.0
-    else:
-        rel = _gamma(2**16 + 2 * n + 8) * 4.0
-    rel += _gamma(2 * n + 8) * 8.0
-    err_t = 2.0 * rel * kx * ky * n * n
-    if squared:
-        return err_t / (n * n) + 8 * _U64 * kx * ky
-    return math.sqrt(err_t) / n + 2 * _U64 * float(diameter_x) * float(diameter_y)
-
-
-def hsic_memory_bytes(n_samples, n_permutations, *, cyclic=False, block=256,
-                      block_rows=None, eval_bytes=EVAL_BYTES_NAMED):
-    """Estimated peak memory, in bytes, of the dpHSIC statistics.
-
-    A public function of n and B. Permutation path (blocked, see ``_hsic_statistics``):
-    the float32 copy of L (``4 n^2``; during a refinement, once it is freed, the float64
-    L rows of one sweep, at most ``max(4 n^2, 64 MiB)``), the B + 1 permutations (int32,
-    ``4 n (B + 1)``), the temporaries of one block of ``block_rows`` rows of K~ (kernel
-    evaluation, centring, weights, products, gathers, numpy threads: ``160 block_rows n``),
-    the exact summation's chunk (64 MiB) and the B + 1 statistics and noise. Cyclic path:
-    the centred ``Kc`` (float64) and either the centring's second matrix or the
-    evaluation of ``L`` (``eval_bytes`` per entry, :func:`~._kernels.kernel_eval_bytes`):
-    ``8 n^2 + max(16, eval_bytes) n^2``, then the gathered diagonals of ``block``
-    diagonals at a time, their index arrays and spectra (``64 block n``).
-    """
-    n = int(n_samples)
-    if cyclic:
-        return 8 * n * n + max(16, int(eval_bytes)) * n * n + block * n * 64 + 64 * n
-    rows = _BLOCK_ROWS if block_rows is None else block_rows
-    rows = max(1, -(-int(rows) // _ROW_TILE)) * _ROW_TILE
-    return (max(4 * n * n, _REFINE_MIN_BYTES) + 4 * n * (n_permutations + 1)
-            + 160 * min(rows, n) * n + 64 * 2**20 + 64 * (n_permutations + 1))
-
-
-def hsic_aggregate_memory_bytes(n_samples, n_permutations, n_x, n_y, *, cyclic,
-                                workers=1, eval_bytes=EVAL_BYTES_NAMED):
-    """Planned peak memory, in bytes, of :func:`hsic_aggregate_statistics`: an upper
-    bound from public sizes (measured against it in ``tests/kernel/test_memory.py``).
-
-    ``n_x`` and ``n_y`` bandwidths per side, ``workers`` x bandwidths computed at once
-    (``n_jobs``), ``eval_bytes`` the peak bytes per entry of one kernel evaluation
-    (:func:`~._kernels.kernel_eval_bytes`). With ``M = 8 n^2`` (one n x n float64
-    matrix), ``S = 16 n (n // 2 + 1)`` (the complex spectra of one matrix's diagonals)
-    and ``T = 64 n b`` (the gathered diagonals of one block of ``b`` diagonals, their
-    index arrays and transforms):
-
-    - cyclic: the y spectra (``n_y S``), then per worker the larger of a kernel
-      evaluation and an x Gram matrix with its spectra (``M + S + T``);
-    - permutations: the permutations (int32, ``4 n (B + 1)``), the y Gram matrices
-      (``n_y M``), per worker the larger of a kernel evaluation and an x Gram matrix
-      (``M``) plus the permutation threads' gathers (8 threads, or one below
-      ``_THREADS_MIN_WORK``, of ``16 max(2^16, n) + 8 n`` bytes);
-
-    plus the statistics (``8 (B + 1)`` per pair and worker) and 1 MiB of small arrays.
-    The y side is computed first, one matrix at a time, within the same bound.
-    """
-    n, B = int(n_samples), int(n_permutations)
-    M, evaluation = 8 * n * n, int(eval_bytes) * n * n
-    if cyclic:
-        B = n - 1
-        S = 16 * n * (n // 2 + 1)
-        per_worker = max(evaluation, M + S + 64 * n * _SPECTRA_BLOCK)
-        held = n_y * S
-    else:
-        threads = 8 if float(n) * n * (B + 1) >= _THREADS_MIN_WORK else 1
-        per_worker = max(evaluation, M) + threads * (16 * max(_GATHER_ELEMENTS, n) + 8 * n)
-        held = n_y * M + 4 * n * (B + 1)
-    small = 8 * (B + 1) * (n_y + 2) * (workers + 1) + 2**20
-    return held + workers * per_worker + small
-
-
-def _double_centre(K):
-    """``H K H`` with ``H = I - 11^T / n`` (O(n^2), no matrix product)."""
-    row = K.mean(axis=0)
-    Kc = K - row
-    Kc -= row[:, None]
-    Kc += row.mean()
-    return Kc
-
-
-def draw_permutations(n, n_permutations, rng):
-    """Row 0 the identity, rows 1..B independent uniform permutations of 0..n-1.
-
-    One Fisher-Yates shuffle per row (``Generator.permuted``), no sorting.
-    """
-    dtype = np.int32 if n < 2**31 else np.int64
-    out = np.empty((n_permutations + 1, n), dtype=dtype)
-    out[:] = np.arange(n, dtype=dtype)
-    rng.permuted(out[1:], axis=1, out=out[1:])
-    return out
-
-
-def _traces_numpy(Kc, L, perms):
-    """``sum_ij Kc_ij L[p_i, p_j]`` for every row ``p`` of ``perms`` (numpy).
-
-    Per permutation and block of rows: copy the rows of ``L`` (sequential),
-    gather their columns while they are cache resident (blocks of 512 KiB:
-    about 5x faster than whole-matrix gathers at n = 4000), then one dot
-    product.
-    """
-    n = Kc.shape[0]
-    out = np.empty(perms.shape[0])
-    rows = max(1, _GATHER_ELEMENTS // n)
-    for b, p in enumerate(perms):
-        p = p.astype(np.intp)  # once, not at every take
-        total = 0.0
-        for start in range(0, n, rows):
-            G = L.take(p[start:start + rows], axis=0).take(p, axis=1)
-            # einsum, not BLAS ddot: no thread start-up per call
-            total += np.einsum("ij,ij->", Kc[start:start + rows], G)
-        out[b] = total
-    return out
-
-
-def _get_trace_kernel():  # pragma: no cover - needs numba
-    global _numba_trace_kernel
-    if _numba_trace_kernel is None:
-        numba = _load_numba()
-        njit, prange = numba.njit, numba.prange
-
-        @njit(parallel=True, fastmath=True, cache=True)
-        def block_traces(Kt, L, perms, start, acc):
-            # acc[b] += sum over the block's rows i = start + r of
-            # 2 sum_{j<i} Kt[r, j] L[p_i, p_j] + Kt[r, i] L[p_i, p_i]  (K~ and L symmetric:
-            # one triangle). One source for every caller: the whole matrix (start = 0,
-            # float64 L: the aggregate's exact path) or row blocks of K~ against the
-            # float32 copy of L (the blocked path: half the memory traffic; the product
-            # of two float32 values is exact in float64). Groups of 8 permutations share
-            # each row of K~; the row of L is first copied (a sequential stream) into a
-            # cache-resident buffer of L's dtype, then gathered (random reads straight
-            # from L are latency-bound), except for the first rows, which gather so few
-            # entries that the copy costs more. Every product is formed and summed in
-            # float64; any summation order is covered by the error bounds (fastmath may
-            # reassociate).
-            n_perm, n = perms.shape
-            n_groups = (n_perm + 7) // 8
-            direct = n // 16
-            for grp in prange(n_groups):
-                b0 = 8 * grp
-                b1 = min(b0 + 8, n_perm)
-                buf = np.empty_like(L[0])
-                for r in range(Kt.shape[0]):
-                    i = start + r
-                    Ki = Kt[r]
-                    for b in range(b0, b1):
-                        p = perms[b]
-                        row = L[p[i]]
-                        s = 0.0
-                        if i < direct:
-                            for j in range(i):
-                                s += np.float64(Ki[j]) * np.float64(row[p[j]])
-                        else:
-                            for j in range(n):
-                                buf[j] = row[j]
-                            for j in range(i):
-                                s += np.float64(Ki[j]) * np.float64(buf[p[j]])
-                        acc[b] += 2.0 * s + np.float64(Ki[i]) * np.float64(row[p[i]])
-
-        _numba_trace_kernel = block_traces
-    return _numba_trace_kernel
-
-
-@contextlib.contextmanager
-def _numba_threads():  # pragma: no cover - needs numba
-    """numba's parallel loops on at most the BLAS thread count in force (so that
-    ``threadpoolctl.threadpool_limits`` caps them too); restored afterwards."""
-    numba = _load_numba()
-    before = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS)))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
-
-
-def _resolve_backend(backend, work):
-    if backend == "auto":
-        backend = os.environ.get("SKDPTEST_HSIC_BACKEND", "auto")
-    if backend == "auto":
-        if work >= _NUMBA_MIN_WORK and _load_numba() is not None:
-            return "numba"
-        return "numpy"
-    if backend == "numba" and _load_numba() is None:
-        raise ImportError("backend='numba' needs the optional dependency numba.")
-    if backend not in ("numpy", "numba"):
-        raise ValueError(f"backend must be 'auto', 'numpy' or 'numba', got {backend!r}.")
-    return backend
-
-
-def permutation_traces(Kc, L, perms, backend="auto"):
-    """``T_b = sum_ij Kc_ij L[p_b(i), p_b(j)]`` for each permutation ``p_b``.
-
-    Exact: since ``Kc = H K H`` is doubly centred, ``tr(Kc H L_p H) = tr(Kc L_p)``,
-    so only one of the two kernel matrices needs centring.
-    """
-    n = Kc.shape[0]
-    work = float(n) * n * perms.shape[0]
-    backend = _resolve_backend(backend, work)
-    if backend == "numba":  # pragma: no cover - needs numba
-        acc = np.zeros(perms.shape[0])
-        with _numba_threads():
-            _get_trace_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
-                                np.ascontiguousarray(perms, dtype=np.int32), 0, acc)
-        return acc
-    n_threads = min(blas_threads(), 8) if work >= _THREADS_MIN_WORK else 1
-    if n_threads == 1:
-        return _traces_numpy(Kc, L, perms)
-    # numpy's take and einsum release the GIL: threads over permutations, as many as
-    # the BLAS thread count in force (threadpoolctl caps both).
-    return np.concatenate(run_in_threads([lambda c=c: _traces_numpy(Kc, L, c)
-                                          for c in np.array_split(perms, n_threads)]))
-
-
-def _resolve_precision(precision):
-    if precision == "auto":
-        precision = os.environ.get("SKDPTEST_HSIC_PRECISION", "auto")
-    if precision not in _PRECISIONS:
-        raise ValueError(
-            f"precision must be 'auto', 'float32' or 'float64', got {precision!r}."
-        )
-    return "float32" if precision == "auto" else precision
-
-
-def _stat(traces, n, squared=False):
-    # both maps are monotone in floating point (enclosures carry over)
-    if squared:
-        return traces / (float(n) * n)
-    return np.sqrt(np.maximum(traces, 0.0)) / n
-
-
-# -- the blocked exact path ------------------------------------------------------------------
-#
-# Canonical values. Every Gram value is computed by the same call whatever the block size:
-# rows in tiles of _ROW_TILE at the fixed positions 0, T, 2T, ... (``kernel(data[t0:t1],
-# data)``, its diagonal from ``kernel(data[t0:t1])`` so that e.g. a WhiteKernel keeps its
-# noise). Both matrices are read by their lower triangles, mirrored: K_s[i, j] = K[max(i, j),
-# min(i, j)] (row max(i, j) as evaluated), likewise L_s; K~ = H K_s H is formed row by row from
-# the column means of K_s (accumulated tile by tile, in tile order) and mirrored the same way.
-# The float64 statistic of a permutation p is the EXACTLY ROUNDED sum (_ExactSum) of the
-# rounded products fl(w K~_ij L_s[p_i, p_j]) over j <= i (w = 2 below the diagonal, 1 on it):
-# order free, hence the same whatever the blocks, the chunks of the refinement or the backend.
-# The B permuted statistics are first computed from a float32 copy of L_s (the only n x n
-# array held), with a certified enclosure of that float64 value (_blocked_error_bound); the
-# core refines the few comparisons the enclosure leaves undecided.
-
-# Rows per kernel evaluation (fixed positions: the canonical values above).
-_ROW_TILE = 64
-# Rows of K~ streamed at once (rounded up to a multiple of _ROW_TILE); the release does not
-# depend on it (tests vary it).
-_BLOCK_ROWS = 64
-# Elements per chunk of the exact summation (its temporaries: about 48 bytes each).
-_SUM_CHUNK = 2**20
-# Floor, in bytes, of the float64 L rows held by one sweep of the refinement (otherwise the
-# size of the float32 copy of L, freed by then: two sweeps).
-_REFINE_MIN_BYTES = 64 * 2**20
-
-
-class _ExactSum:
-    """The exactly rounded sum of many float64 values, independent of their order.
-
-    Each finite value is ``M 2**(e - 53)`` with an integer ``|M| < 2**53`` (``frexp``);
-    M is cut into three 18-bit pieces whose sums are accumulated per exponent by
-    ``bincount`` (float64 sums of integers below ``2**18 2**30``: exact), moved into a
-    Python integer every ``2**30`` values; the final division is correctly rounded. A
-    non-finite value makes the sum NaN (the caller refuses non-finite statistics).
-    """
-
-    _OFFSET = 1100  # frexp exponents of finite doubles lie in [-1073, 1024]
-    _NBINS = 2200
-
-    def __init__(self):
-        self._bins = np.zeros((3, self._NBINS))
-        self._count = 0
-        self._total = 0
-        self._finite = True
-
-    def add(self, values):
-        v = np.asarray(values, dtype=np.float64).ravel()
-        for start in range(0, v.size, _SUM_CHUNK):
-            c = v[start:start + _SUM_CHUNK]
-            if not np.all(np.isfinite(c)):
-                self._finite = False
-                return
-            m, e = np.frexp(c)
-            M = (m * 2.0**53).astype(np.int64)  # exact: m has at most 53 bits
-            idx = e + self._OFFSET
-            for k in range(3):
-                part = M >> (18 * k)
-                if k < 2:
-                    part = part & ((1 << 18) - 1)
-                self._bins[k] += np.bincount(idx, weights=part, minlength=self._NBINS)
-            self._count += c.size
-            if self._count >= 2**30:
-                self._flush()
-
-    def _flush(self):
-        for k in range(3):
-            for b in np.flatnonzero(self._bins[k]):
-                self._total += int(self._bins[k, b]) << int(18 * k + b)
-        self._bins[:] = 0.0
-        self._count = 0
-
-    def value(self):
-        if not self._finite:
-            return math.nan
-        self._flush()
-        # units of 2**(-OFFSET - 53); int / int is correctly rounded
-        return self._total / (1 << (self._OFFSET + 53))
-
-
-def _gram_tile(kernel, data, t0, t1):
-    """Rows ``t0 .. t1 - 1`` of the Gram matrix, as the canonical evaluation.
-
-    BLAS on one thread: a multi-threaded distance product leaves OpenBLAS workers
-    spinning for ~0.1 s, through the permutation loops that follow (see ``skdptest/_threads.py``).
-    """
-    with limit_blas():
-        rows = np.array(kernel(data[t0:t1], data), dtype=np.float64)
-        diag = np.diagonal(kernel(data[t0:t1]))
-    rows[np.arange(t1 - t0), np.arange(t0, t1)] = diag
-    return rows
-
-
-def _gram_rows(kernel, data, start, stop):
-    """Canonical rows ``start .. stop - 1`` (``start`` a multiple of ``_ROW_TILE``)."""
-    n = len(data)
-    return np.vstack([_gram_tile(kernel, data, t0, min(t0 + _ROW_TILE, n))
-                      for t0 in range(start, stop, _ROW_TILE)])
-
-
-def _lower_weights(start, stop, n):
-    """``w[r, j]``: 2 for ``j < start + r``, 1 on the diagonal, 0 above it."""
-    i = np.arange(start, stop)[:, None]
-    j = np.arange(n)[None, :]
-    return np.where(j < i, 2.0, np.where(j == i, 1.0, 0.0))
-
-
-def _column_means(kernel, data):
-    """Column means of ``K_s`` (the mirrored lower triangle) and their mean."""
-    n = len(data)
-    colsum = np.zeros(n)
-    for t0 in range(0, n, _ROW_TILE):
-        t1 = min(t0 + _ROW_TILE, n)
-        low = _gram_tile(kernel, data, t0, t1) * (_lower_weights(t0, t1, n) > 0)
-        diag = low[np.arange(t1 - t0), np.arange(t0, t1)]
-        colsum += low.sum(axis=0)  # column j gets K[i, j], i >= j
-        colsum[t0:t1] += low.sum(axis=1) - diag  # column i gets K[i, j], j < i
-    m = colsum / n
-    return m, float(m.mean())
-
-
-def _centred_rows(kernel, data, m, g, start, stop):
-    """Canonical rows of ``K~ = H K_s H`` (entries j <= i; the rest is not used)."""
-    K = _gram_rows(kernel, data, start, stop)
-    K -= m  # the same three operations as _double_centre
-    K -= m[start:stop, None]
-    K += g
-    return K
-
-
-def _l_scale(kappa_y):
-    """A power of two ``2**k`` with ``|L| / 2**k <= 2**64`` (no float32 overflow)."""
-    e = math.frexp(max(float(kappa_y), 1.0))[1]
-    return 2.0 ** max(0, e - 64)
-
-
-def _blocked_error_bound(n, k_abs_sum, l_max, scale):
-    """Certified ``eta``: every float32-streamed trace is within eta of the canonical one.
-
-    ``T^`` (computed from ``L32 = fl32(L_s / scale)``, products and sums in float64, times
-    ``scale``) against ``T_c``, the canonical exactly rounded float64 trace. With
-    ``S = l_max sum_ij |K~_ij| >= sum_ij |K~_ij L_s[p_i, p_j]|`` for every p, u = 2^-24,
-    t = 2^-149 (float32 subnormal spacing, scaled back by ``scale``), u64 = 2^-53 and
-    ``gamma_k = k u64 / (1 - k u64)``:
-
-    - rounding L to float32: ``|a c' - a c| <= u |a c| + t |a|``, summed:
-      ``u S + t sum|K~|``;
-    - each product passes through at most 2n + 1 float64 roundings (the product, the
-      row sum over j < i in any order, the diagonal term, the sum over rows): within
-      ``gamma_{2n+1} ((1 + u) S + t sum|K~|)`` of the exact sum of ``w a c'``;
-    - ``T_c``: the rounded products (u64 each) and one final rounding: ``2.01 u64 S``;
-    - float64 underflow: at most ``2^-1074`` per operation, ``n^2 (2n + 3)`` operations.
-
-    The sum is multiplied by ``_F32_BOUND_SAFETY`` (2), which also covers the rounding of
-    ``S`` (relative error below ``gamma_{n^2}``) and of this formula.
-    """
-    u, u64, t = 2.0**-24, 2.0**-53, 2.0**-149 * scale
-    k = 2 * n + 1
-    gamma = k * u64 / (1.0 - k * u64)
-    s = l_max * k_abs_sum
-    eta = (u * s + t * k_abs_sum + gamma * ((1 + u) * s + t * k_abs_sum)
-           + 2.01 * u64 * s + 2.0 * n * n * (2 * n + 3) * 2.0**-1074)
-    return _F32_BOUND_SAFETY * eta
-
-
-def _block_traces_numpy(Kw, L32, perms, start, stop):
-    """``sum_ij Kw_ij L32[p_(start+i), p_j]`` for each permutation (float64 products)."""
-    out = np.empty(perms.shape[0])
-    for b, p in enumerate(perms):
-        p = p.astype(np.intp)
-        G = L32.take(p[start:stop], axis=0).take(p, axis=1)
-        out[b] = np.einsum("ij,ij->", Kw, G)  # G is cast to float64
-    return out
-
-
-def _build_l32(kernel_y, Y, scale):
-    """The float32 copy of ``L_s / scale`` (exactly symmetric) and ``max |L_s|``."""
-    n = len(Y)
-    L32 = np.empty((n, n), dtype=np.float32)
-    l_max = 0.0
-    for t0 in range(0, n, _ROW_TILE):
-        t1 = min(t0 + _ROW_TILE, n)
-        rows = _gram_tile(kernel_y, Y, t0, t1)
-        low = rows * (_lower_weights(t0, t1, n) > 0)
-        l_max = max(l_max, float(np.max(np.abs(low))))
-        L32[t0:t1] = rows / scale  # scale: a power of two (exact)
-    for t0 in range(0, n, _ROW_TILE):  # mirror the lower triangle
-        t1 = min(t0 + _ROW_TILE, n)
-        D = L32[t0:t1, t0:t1]
-        L32[t0:t1, t0:t1] = np.tril(D) + np.tril(D, -1).T
-        L32[t0:t1, t1:] = L32[t1:, t0:t1].T
-    return L32, l_max
-
-
-def _float32_pass(X, Y, perms, kernel_x, kernel_y, m, g, backend, block_rows):
-    """Observed canonical trace and the float32-streamed permuted traces, one pass."""
-    n = len(X)
-    scale = _l_scale(kernel_y.kappa)
-    L32, l_max = _build_l32(kernel_y, Y, scale)
-    observed = _ExactSum()
-    k_abs_sum = 0.0
-    acc = np.zeros(perms.shape[0] - 1)
-    rest = np.ascontiguousarray(perms[1:], dtype=np.int32)
-    n_threads = 1
-    if backend == "numpy" and float(n) * n * rest.shape[0] >= _THREADS_MIN_WORK:
-        n_threads = min(blas_threads(), 8)  # threadpoolctl caps it, as it caps BLAS
-    chunks = np.array_split(rest, n_threads)
-    for s in range(0, n, block_rows):
-        e = min(s + block_rows, n)
-        Kt = _centred_rows(kernel_x, X, m, g, s, e)
-        W = _lower_weights(s, e, n)
-        Kw = Kt * W  # exact (w in {0, 1, 2})
-        k_abs_sum += float(np.abs(Kw).sum())
-        Lrows = _gram_rows(kernel_y, Y, s, e)
-        observed.add((Kw * Lrows)[W > 0])
-        del Lrows
-        if backend == "numba":  # pragma: no cover - needs numba
-            with _numba_threads():
-                _get_trace_kernel()(np.ascontiguousarray(Kt), L32, rest, s, acc)
-        elif n_threads == 1:
-            acc += _block_traces_numpy(Kw, L32, rest, s, e)
-        else:
-            acc += np.concatenate(run_in_threads(
-                [lambda c=c, Kw=Kw, s=s, e=e: _block_traces_numpy(Kw, L32, c, s, e)
-                 for c in chunks]))
-    eta = _blocked_error_bound(n, k_abs_sum, l_max, scale)
-    return observed.value(), acc * scale, eta
-
-
-def _exact_traces(X, Y, perms, idx, kernel_x, kernel_y, m, g, block_rows):
-    """The canonical float64 traces of the permutations ``perms[idx]``.
-
-    Sweeps over chunks of canonical L rows held in float64 (at most about the size of the
-    float32 copy, which is freed by then); in each, the K~ rows are streamed and every
-    product ``w K~_ij L_s[p_i, p_j]`` whose row ``max(p_i, p_j)`` lies in the chunk is added
-    to the permutation's exact sum (order free: the chunks and blocks do not matter).
-    """
-    n = len(X)
-    tile_bytes = 8 * n * _ROW_TILE
-    chunk = max(1, max(4 * n * n, _REFINE_MIN_BYTES) // tile_bytes) * _ROW_TILE
-    sums = [_ExactSum() for _ in idx]
-    sel = [np.asarray(perms[b], dtype=np.intp) for b in idx]
-    for c0 in range(0, n, chunk):
-        c1 = min(c0 + chunk, n)
-        Lc = _gram_rows(kernel_y, Y, c0, c1)
-        for s in range(0, n, block_rows):
-            e = min(s + block_rows, n)
-            W = _lower_weights(s, e, n)
-            Kw = _centred_rows(kernel_x, X, m, g, s, e) * W
-            live = W > 0
-            for acc, p in zip(sums, sel, strict=True):
-                a = p[s:e, None]
-                hi = np.maximum(a, p[None, :])
-                take = live & (hi >= c0) & (hi < c1)
-                lo = np.minimum(a, p[None, :])[take]
-                acc.add(Kw[take] * Lc[hi[take] - c0, lo])
-        del Lc
-    return np.array([acc.value() for acc in sums])
-
-
-def _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend="auto",
-                     precision="auto", squared=False, block_rows=None):
-    """The B + 1 ``sqrt(HSIC_b)`` statistics by the blocked exact path.
-
-    Returns ``(statistics, bounds, refine)`` for :func:`make_permutation_result`. Only a
-    float32 copy of L is held (``4 n^2`` bytes); rows of ``K~ = H K H`` are computed on
-    the fly, ``block_rows`` at a time. The observed statistic is the canonical float64
-    value (see the comment above ``_ROW_TILE``); the B permuted ones are float32-streamed
-    approximations, ``bounds = (lower, upper)`` certified enclosures of their canonical
-    values and ``refine(idx)`` computes those. ``precision="float64"`` (or the environment
-    variable ``SKDPTEST_HSIC_PRECISION``) computes every statistic canonically (bounds and
-    refine None; slow: a test reference). The canonical values, hence the release, do not
-    depend on ``block_rows`` or ``backend``.
-    """
-    n = len(X)
-    if block_rows is None:
-        block_rows = _BLOCK_ROWS
-    block_rows = max(1, -(-int(block_rows) // _ROW_TILE)) * _ROW_TILE
-    perms = draw_permutations(n, n_permutations, rng)
-    m, g = _column_means(kernel_x, X)
-    precision = _resolve_precision(precision)
-    if precision == "float64":
-        traces = _exact_traces(X, Y, perms, range(perms.shape[0]), kernel_x, kernel_y, m, g,
-                               block_rows)
-        return _stat(traces, n, squared), None, None
-    backend = _resolve_backend(backend, float(n) * n * perms.shape[0])
-    t0, approx, eta = _float32_pass(X, Y, perms, kernel_x, kernel_y, m, g, backend,
-                                    block_rows)
-    traces = np.r_[t0, approx]
-    # outward rounding: lower <= T^ - eta and upper >= T^ + eta exactly
-    lower = np.nextafter(traces - eta, -np.inf)
-    upper = np.nextafter(traces + eta, np.inf)
-    lower[0] = upper[0] = t0
-
-    def refine(idx):
-        # holds no float32 copy: L32 is freed when _float32_pass returns
-        return _stat(_exact_traces(X, Y, perms, idx, kernel_x, kernel_y, m, g, block_rows),
-                     n, squared)
-
-    # max(., 0), sqrt and / n are monotone in floating point: the enclosures of the
-    # traces carry over to the statistics
-    return (_stat(traces, n, squared), (_stat(lower, n, squared), _stat(upper, n, squared)),
-            refine)
-
-
-def hsic_permutation_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y,
-                                backend="auto", squared=False, block_rows=None):
-    """The B + 1 (non-private) ``sqrt(HSIC_b)`` statistics, observed first.
-
-    ``sqrt(HSIC_b) = sqrt(sum_ij K_ij (H L H)_ij) / n``; a permuted statistic pairs
-    ``x_i`` with ``y_{p(i)}``. Each is the canonical float64 value of the blocked path
-    (the value a release compares; exactly rounded sums), whatever ``backend``.
-
-    Returns
-    -------
-    statistics : ndarray of shape (n_permutations + 1,)
-    """
-    return _hsic_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, backend=backend,
-                            precision="float64", squared=squared, block_rows=block_rows)[0]
-
-
-def hsic_cyclic_statistics(X, Y, rng, kernel_x, kernel_y, block=256, squared=False):
-    """``sqrt(HSIC_b)`` for all n cyclic re-pairings, observed first.
-
-    The rows are first put in a uniformly random order (data independent),
-    then ``y`` is shifted cyclically: ``T_s = sum_ij Kc_ij L_{i+s, j+s}``
-    (indices mod n) for s = 0 .. n - 1. With ``a_d(i) = Kc_{i, i+d}`` and
-    ``b_d(i) = L_{i, i+d}``, ``T_s = sum_d sum_i a_d(i) b_d(i + s)``: one circular
-    cross-correlation per diagonal, all by FFT in O(n^2 log n), ``block``
-    diagonals at a time.
-
-    Returns
-    -------
-    statistics : ndarray of shape (n,)
-    """
-    n = len(X)
-    order = rng.permutation(n)
-    X, Y = X[order], Y[order]
-    Kc = _double_centre(kernel_x(X))
-    L = kernel_y(Y)
-    rows = np.arange(n)
-    spectrum = np.zeros(n // 2 + 1, dtype=np.complex128)
-    for d0 in range(0, n, block):
-        cols = (rows[None, :] + np.arange(d0, min(d0 + block, n))[:, None]) % n
-        fa = np.fft.rfft(Kc[rows[None, :], cols], axis=1)
-        fb = np.fft.rfft(L[rows[None, :], cols], axis=1)
-        spectrum += np.einsum("ij,ij->j", np.conj(fa), fb)
-    traces = np.fft.irfft(spectrum, n=n)
-    return _stat(traces, n, squared)
-
-
-def _centred_gram(kernel, data, centre=True):
-    """``(HKH, tr(K) - 1^T K 1 / n)`` of one marginal's Gram matrix (BLAS on one
-    thread, as in :func:`_gram_tile`); ``centre=False``: ``(None, trace)``.
-
-    ``HKH`` is formed in place (the operations of :func:`_double_centre`, the same
-    values): one n x n matrix held, not two.
-    """
-    with limit_blas():
-        K = kernel(data)
-    trace = float(np.trace(K)) - float(K.sum()) / len(data)
-    if not centre:
-        return None, trace
-    row = K.mean(axis=0)
-    K -= row
-    K -= row[:, None]
-    K += row.mean()
-    return K, trace
-
-
-def _diagonal_spectra(M, block=_SPECTRA_BLOCK):
-    """``rfft`` of every cyclic diagonal ``d -> (M[i, i + d])_i`` of ``M`` (n x n).
-
-    ``block`` diagonals at a time (each transform is of one row: the same values as
-    one call on all of them), so that the gathered diagonals and their index arrays
-    take ``O(block n)`` memory besides the ``(n, n // 2 + 1)`` complex result.
-    """
-    n = M.shape[0]
-    rows = np.arange(n)
-    out = np.empty((n, n // 2 + 1), dtype=np.complex128)
-    for d0 in range(0, n, block):
-        d1 = min(d0 + block, n)
-        out[d0:d1] = np.fft.rfft(M[rows[None, :], (rows[None, :] + rows[d0:d1, None]) % n],
-                                 axis=1)
-    return out
-
-
-def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x,
-                              gammas_y, *, cyclic=False, n_jobs=None, progress=None):
-    """The B + 1 statistics of the dpHSIC bandwidth aggregate (see ``_bandwidth``).
-
-    For every pair of the public grids (``None`` in a grid: the kernel as given) the
-    statistics ``s_b = sqrt(HSIC_b)`` with the SAME re-pairings (random permutations
-    drawn once, or all n cyclic shifts of one random order), minus the re-pairing
-    invariant ``h = sqrt(max(tr(HKH) tr(HLH) / ((n - 1) n^2), f))``; returns their
-    maximum over the pairs, for each b. The x bandwidths are computed on ``n_jobs``
-    threads; every value is computed by the same calls whatever ``n_jobs``.
-    Permutations: each pair costs one :func:`permutation_traces` (float64). Cyclic:
-    the diagonal spectra of every centred x Gram matrix and every y Gram matrix are
-    computed once; a pair costs one sum of n spectrum products.
-
-    Returns
-    -------
-    statistics : ndarray of shape (B + 1,) (B = n - 1 when ``cyclic``)
-    """
-    n = len(X)
-    kxs = [kernel_x if g is None else kernel_x.with_gamma(g) for g in gammas_x]
-    kys = [kernel_y if g is None else kernel_y.with_gamma(g) for g in gammas_y]
-    nonneg = (kernel_x.nonnegative, kernel_y.nonnegative)
-    kappas = (kernel_x.kappa, kernel_y.kappa)
-    if cyclic:
-        order = rng.permutation(n)  # as hsic_cyclic_statistics
-        X, Y = X[order], Y[order]
-    else:
-        perms = draw_permutations(n, n_permutations, rng)
-    # one y Gram matrix at a time: its trace term, then what the pairs read (the
-    # matrix, or its diagonal spectra); see aggregate_memory_bytes
-    traces_y = [_centred_gram(k, Y, centre=False)[1] for k in kys]
-    if cyclic:
-        ys = [_diagonal_spectra(k(Y)) for k in kys]
-    else:
-        ys = [np.ascontiguousarray(k(Y)) for k in kys]
-
-    def one(i):
-        Kc, tx = _centred_gram(kxs[i], X)
-        if cyclic:
-            fa = _diagonal_spectra(Kc)
-            del Kc  # only its spectra are read from here
-            np.conjugate(fa, out=fa)
-        out = []
-        for L, ty in zip(ys, traces_y, strict=True):
-            if cyclic:
-                traces = np.fft.irfft(np.einsum("ij,ij->j", fa, L), n=n)
-            else:
-                traces = permutation_traces(np.ascontiguousarray(Kc), L, perms,
-                                            backend="numpy")
-            h, _ = hsic_centre(tx, ty, n, kappas, nonneg)
-            out.append(_stat(traces, n) - h)
-        if progress is not None:
-            progress.step()
-        return np.max(np.vstack(out), axis=0)
-
-    parts = map_in_threads(one, list(range(len(kxs))), n_jobs)
-    return np.max(np.vstack(parts), axis=0)
 
 
 class DPHSICTest(BasePrivateTest):
@@ -959,8 +166,8 @@ class DPHSICTest(BasePrivateTest):
         instead (``result_.method`` "dpHSIC cyclic aggregate blocked", see
         ``skdptest/kernel/_hsic_blocked.py``): the same statistic, sensitivity
         and noise, ``O(block n)`` memory per bandwidth plus ``16 n_x n_y (n / 2
-        + 1)`` bytes of accumulated spectra: n = 20 000 plans 1.2 GiB and
-        n = 10**5 3.5 GiB. A fit that fits no route is refused before the
+        + 1)`` bytes of accumulated spectra: n = 20 000 plans 0.34 GiB and
+        n = 10**5 1.7 GiB. A fit that fits no route is refused before the
         budget is charged, naming the routes that fit.
     max_time : float, default=None
         Public limit, in seconds, on the predicted running time of a fit: a fit
@@ -1209,7 +416,7 @@ class DPHSICTest(BasePrivateTest):
                  f"{name}=None).") for name in ("kernel_bound", "y_kernel_bound")] + [
                 ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
                  "n_jobs=None).")])
-            return self._features_plan(params, X, y)
+            return features_plan(params, X, y)
         warn_ignored(self, params, [
             (name, "it applies to method='features' only (leave it at its default or set "
              "method='features').") for name in ("n_components", "feature_map")])
@@ -1231,7 +438,7 @@ class DPHSICTest(BasePrivateTest):
                 if uses_aggregate(params[name], params[f"{name}_params"]):
                     grids[k] = list(bandwidth_grid(params[name], data.shape[1]))
         aggregate = grids != [[None], [None]]
-        cyclic, B = params["cyclic"], params["n_permutations"]
+        cyclic = params["cyclic"]
         if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
             cyclic = aggregate
         if cyclic:
@@ -1247,65 +454,8 @@ class DPHSICTest(BasePrivateTest):
                 ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params or "
                  "y_kernel_params without 'gamma'); one bandwidth pair runs on the BLAS "
                  "threads in force (leave n_jobs=None).")])
-        # the private medians run first, on one marginal at a time; the validated data
-        # may be a float64 copy of the input
-        extra = 16 * n * (X.shape[1] + y.shape[1])
-        if uses_private_median(params["kernel"], params["kernel_params"]) or \
-                uses_private_median(params["y_kernel"], params["y_kernel_params"]):
-            floor = median_memory_bytes(n)
-        else:
-            floor = 0
-        blocked = None
-        workers = 1
-        if aggregate:  # in-memory Gram matrices (or their spectra), see the function
-            workers = min(effective_n_jobs(params["n_jobs"] or 1), len(grids[0]))
-            memory = hsic_aggregate_memory_bytes(
-                n, B, len(grids[0]), len(grids[1]), cyclic=cyclic, workers=workers,
-                eval_bytes=max(kernel_eval_bytes(params["kernel"]),
-                               kernel_eval_bytes(params["y_kernel"])))
-            limit = min(params["max_memory"], IN_MEMORY_AGGREGATE_MAX)
-            if cyclic and max(memory, floor) + extra > limit and all(
-                    params[name] in BLOCKED_KERNELS for name in ("kernel", "y_kernel")):
-                # the automatic route: the same statistic by diagonal blocks, O(block n)
-                # memory per bandwidth (see _hsic_blocked), when the in-memory one would
-                # exceed max_memory or 1 GiB (public n, grids, n_jobs and max_memory
-                # only); it is also the faster one there
-                block, need = choose_diagonal_block(
-                    n, len(grids[0]), len(grids[1]), workers,
-                    params["max_memory"] - extra)
-                if block is not None:
-                    blocked, memory = block, need
-        else:
-            memory = hsic_memory_bytes(n, B, cyclic=cyclic, eval_bytes=max(
-                kernel_eval_bytes(params["kernel"]), kernel_eval_bytes(params["y_kernel"])))
-        memory = max(memory, floor) + extra
-        hint = ""
-        if memory > params["max_memory"]:  # the routes that fit (public sizes only)
-            data = extra
-            routes = [
-                ("kernel_params={'gamma': g} and y_kernel_params={'gamma': g} (one "
-                 "bandwidth pair, the blocked exact path, cyclic=False)",
-                 hsic_memory_bytes(n, B) + data),
-                ("one bandwidth pair with cyclic=True (all n cyclic shifts by FFT)",
-                 hsic_memory_bytes(n, B, cyclic=True) + data),
-                ("method='features'", feature_hsic_memory_bytes(n, 64, 64, B) + data),
-            ]
-            if aggregate and cyclic:
-                routes.insert(0, ("cyclic=False (the aggregate over random permutations)",
-                                  hsic_aggregate_memory_bytes(
-                                      n, B, len(grids[0]), len(grids[1]), cyclic=False)
-                                  + data))
-            hint = fitting_routes(routes, params["max_memory"])
-        check_memory(memory, params["max_memory"],
-                     f"DPHSICTest with n = {n} pairs"
-                     + ("" if cyclic else f" and n_permutations = {B}"), hint)
-        route = ("cyclic " if cyclic else "") + ("aggregate" if aggregate else "")
-        route = (route.strip() or "exact") + (" blocked" if blocked else "")
-        predicted = predict_seconds(
-            route, n, X.shape[1], y.shape[1], len(grids[0]), len(grids[1]), B,
-            backend_numba=_resolve_backend("auto", float(n) * n * (B + 1)) == "numba",
-            workers=workers)
-        check_time(predicted, params["max_time"], f"DPHSICTest ({route}) with n = {n} pairs")
+        memory, blocked, predicted = plan_route(params, n, X.shape[1], y.shape[1], grids,
+                                                aggregate, cyclic)
         median = (uses_private_median(params["kernel"], params["kernel_params"]),
                   uses_private_median(params["y_kernel"], params["y_kernel_params"]))
         noise_epsilon = params["epsilon"]
@@ -1320,47 +470,13 @@ class DPHSICTest(BasePrivateTest):
             sensitivity = aggregate_sensitivity(sensitivity, constants)
             errors = (trace_abs_error(n, kx.kappa), trace_abs_error(n, ky.kappa))
             abs_error += centre_abs_error(constants, errors, 2.0 * kx.diameter * ky.diameter)
-        return _HSICPlan(
+        return HSICPlan(
             kernels=(kx, ky), median=median, squared=squared, sensitivity=sensitivity,
             abs_error=abs_error, noise_epsilon=noise_epsilon,
             noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
             memory_bytes=memory, cyclic=bool(cyclic),
             grids=(tuple(grids[0]), tuple(grids[1])) if aggregate else None,
             blocked=blocked, predicted_seconds=predicted,
-        )
-
-    def _features_plan(self, params, X, y):
-        # Random features on both sides (see _features): each feature kernel is positive
-        # definite, with the certified diameter D_f of the computed rows (feature_shape:
-        # 2R for "fourier", sqrt(2) R^2 + 2 eta for "squared"), so the sqrt-HSIC
-        # sensitivity 2 (n - 1) D_f^2 / n^2 holds for all B + 1 statistics (the Notes'
-        # argument, for the feature kernels).
-        n = X.shape[0]
-        gamma_x = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
-        gamma_y = check_feature_kernel(params["y_kernel"], params["y_kernel_params"],
-                                       y.shape[1])
-        D, B, kind = params["n_components"], params["n_permutations"], params["feature_map"]
-        n_dims, _, diameter = feature_shape(D, kind)
-        memory = feature_hsic_memory_bytes(n, D, D, B, kind=kind)
-        check_memory(memory, params["max_memory"],
-                     f"DPHSICTest(method='features', n_components={D}, feature_map={kind!r}) "
-                     f"with n = {n} pairs ({n_dims} features per row and side)")
-        median = (uses_private_median(params["kernel"], params["kernel_params"]),
-                  uses_private_median(params["y_kernel"], params["y_kernel_params"]))
-        noise_epsilon = params["epsilon"]
-        for used in median:
-            if used:
-                noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-        sensitivity = hsic_sensitivity(n, diameter, diameter)
-        abs_error = feature_hsic_abs_error(n, D, D, kind)
-        if is_dask(X):  # NaN / infinity refused on the workers, before the charge
-            check_finite(X, y)
-        return _HSICPlan(
-            kernels=(None, None), median=median, squared=False, sensitivity=sensitivity,
-            abs_error=abs_error, noise_epsilon=noise_epsilon,
-            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
-            memory_bytes=memory,
-            features=((params["kernel"], gamma_x), (params["y_kernel"], gamma_y), D, kind),
         )
 
     def _features_release(self, prep, rng):
@@ -1493,26 +609,3 @@ class DPHSICTest(BasePrivateTest):
         tags.target_tags.multi_output = True
         tags.target_tags.single_output = True
         return tags
-
-
-@dataclass(frozen=True)
-class _HSICPlan:
-    """Public plan of one dpHSIC release (parameters, n and the kernels' bounds)."""
-
-    kernels: tuple
-    median: tuple
-    squared: bool
-    sensitivity: float
-    abs_error: float
-    noise_epsilon: float
-    noise: object
-    memory_bytes: int
-    cyclic: bool = False
-    grids: tuple | None = None
-    # diagonals per block of the blocked cyclic aggregate (_hsic_blocked), else None
-    blocked: int | None = None
-    # predicted running time, seconds (public sizes; progress and max_time)
-    predicted_seconds: float = 0.0
-    # ((kernel, gamma or None), (y_kernel, gamma or None), n_components) with
-    # method="features", else None
-    features: tuple | None = None

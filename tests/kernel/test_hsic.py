@@ -13,6 +13,9 @@ from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
 import skdptest.kernel._hsic as hsic_mod
+import skdptest.kernel._hsic_aggregate as agg_mod
+import skdptest.kernel._hsic_exact as exact_mod
+import skdptest.kernel._hsic_traces as traces_mod
 from skdptest import DPHSICTest, PrivacyBudget
 from skdptest._permutation import permutation_noise
 from skdptest._validation import check_generator
@@ -20,8 +23,8 @@ from skdptest.kernel._hsic import (
     draw_permutations,
     hsic_permutation_statistics,
     hsic_sensitivity,
-    permutation_traces,
 )
+from skdptest.kernel._hsic_traces import permutation_traces
 from skdptest.kernel._kernels import resolve_kernel
 
 # pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
@@ -61,7 +64,7 @@ def _kernels(X, Y, gx=0.5, gy=1.0):
 @pytest.mark.parametrize("gather", [None, 50, 10**6])
 def test_statistics_match_brute_force(monkeypatch, gather):
     if gather is not None:
-        monkeypatch.setattr(hsic_mod, "_GATHER_ELEMENTS", gather)
+        monkeypatch.setattr(traces_mod, "_GATHER_ELEMENTS", gather)
     X, y = data(40)
     Y = y[:, None]
     kx, ky = _kernels(X, Y)
@@ -71,11 +74,11 @@ def test_statistics_match_brute_force(monkeypatch, gather):
     np.testing.assert_allclose(s, brute_hsic(X, Y, perms, 0.5, 1.0), rtol=1e-10, atol=1e-14)
 
 
-@pytest.mark.skipif(hsic_mod._load_numba() is None, reason="numba (optional) not installed")
+@pytest.mark.skipif(traces_mod._load_numba() is None, reason="numba (optional) not installed")
 def test_numba_backend_matches_numpy():  # pragma: no cover - optional
     rng = np.random.default_rng(0)
     K = rbf_kernel(rng.normal(size=(70, 3)))
-    Kc = hsic_mod._double_centre(K)
+    Kc = agg_mod._double_centre(K)
     L = rbf_kernel(rng.normal(size=(70, 1)))
     perms = draw_permutations(70, 40, rng)
     np.testing.assert_allclose(permutation_traces(Kc, L, perms, backend="numba"),
@@ -85,16 +88,16 @@ def test_numba_backend_matches_numpy():  # pragma: no cover - optional
 
 def test_threaded_numpy_backend_matches_serial(monkeypatch):
     rng = np.random.default_rng(1)
-    Kc = hsic_mod._double_centre(rbf_kernel(rng.normal(size=(30, 2))))
+    Kc = agg_mod._double_centre(rbf_kernel(rng.normal(size=(30, 2))))
     L = rbf_kernel(rng.normal(size=(30, 1)))
     perms = draw_permutations(30, 20, rng)
     serial = permutation_traces(Kc, L, perms, backend="numpy")
-    monkeypatch.setattr(hsic_mod, "_THREADS_MIN_WORK", 0)
+    monkeypatch.setattr(traces_mod, "_THREADS_MIN_WORK", 0)
     # threads as many as the BLAS thread count in force (threadpoolctl), never
     # os.cpu_count(): the same values whatever that count
     for threads in (1, 2, 3):
         with threadpool_limits(threads, "blas"):
-            assert hsic_mod.blas_threads() == threads
+            assert traces_mod.blas_threads() == threads
             np.testing.assert_array_equal(
                 permutation_traces(Kc, L, perms, backend="numpy"), serial)
 
@@ -105,12 +108,12 @@ def test_blocked_numpy_pass_threads_follow_the_blas_limit(monkeypatch):
     kx = resolve_kernel("rbf", None, None, X)
     ky = resolve_kernel("rbf", None, None, Y)
     perms = draw_permutations(70, 30, rng)
-    m, g = hsic_mod._column_means(kx, X)
-    monkeypatch.setattr(hsic_mod, "_THREADS_MIN_WORK", 0)
+    m, g = exact_mod._column_means(kx, X)
+    monkeypatch.setattr(traces_mod, "_THREADS_MIN_WORK", 0)
     out = []
     for threads in (1, 2, 3):
         with threadpool_limits(threads, "blas"):
-            out.append(hsic_mod._float32_pass(X, Y, perms, kx, ky, m, g, "numpy", 64))
+            out.append(exact_mod._float32_pass(X, Y, perms, kx, ky, m, g, "numpy", 64))
     for o in out[1:]:
         assert o[0] == out[0][0] and o[2] == out[0][2]
         np.testing.assert_array_equal(o[1], out[0][1])
@@ -123,27 +126,27 @@ def test_backend_errors():
 
 def test_precision_selection(monkeypatch):
     monkeypatch.delenv("SKDPTEST_HSIC_PRECISION", raising=False)
-    assert hsic_mod._resolve_precision("auto") == "float32"
-    assert hsic_mod._resolve_precision("float64") == "float64"
-    assert hsic_mod._resolve_precision("float32") == "float32"
+    assert traces_mod._resolve_precision("auto") == "float32"
+    assert traces_mod._resolve_precision("float64") == "float64"
+    assert traces_mod._resolve_precision("float32") == "float32"
     monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", "float64")
-    assert hsic_mod._resolve_precision("auto") == "float64"
+    assert traces_mod._resolve_precision("auto") == "float64"
     with pytest.raises(ValueError, match="precision must be 'auto', 'float32' or 'float64'"):
-        hsic_mod._resolve_precision("float16")
+        traces_mod._resolve_precision("float16")
     monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", "half")
     with pytest.raises(ValueError, match="got 'half'"):
-        hsic_mod._resolve_precision("auto")
+        traces_mod._resolve_precision("auto")
 
 
 def test_backend_selection(monkeypatch):
     monkeypatch.setenv("SKDPTEST_HSIC_BACKEND", "numpy")
-    assert hsic_mod._resolve_backend("auto", 1e12) == "numpy"
+    assert traces_mod._resolve_backend("auto", 1e12) == "numpy"
     monkeypatch.delenv("SKDPTEST_HSIC_BACKEND")
-    assert hsic_mod._resolve_backend("auto", 10.0) == "numpy"  # small: no JIT
-    monkeypatch.setattr(hsic_mod, "_numba", None)
-    assert hsic_mod._resolve_backend("auto", 1e12) == "numpy"
+    assert traces_mod._resolve_backend("auto", 10.0) == "numpy"  # small: no JIT
+    monkeypatch.setattr(traces_mod, "_numba", None)
+    assert traces_mod._resolve_backend("auto", 1e12) == "numpy"
     with pytest.raises(ImportError, match="optional dependency numba"):
-        hsic_mod._resolve_backend("numba", 1.0)
+        traces_mod._resolve_backend("numba", 1.0)
 
 
 def test_permutations_are_uniform():
@@ -455,7 +458,7 @@ def test_forced_refinement_still_equals_float64(monkeypatch, safety):
     # those whose noise alone exceeds the noisy observed statistic: the lower
     # ends are 0); their exact recomputation gives the float64 release again.
     pytest.importorskip("numba")
-    monkeypatch.setattr(hsic_mod, "_F32_BOUND_SAFETY", safety)
+    monkeypatch.setattr(exact_mod, "_F32_BOUND_SAFETY", safety)
     for seed, dep in [(0, 0.0), (1, 0.5)]:
         X, y = data(200, seed=seed, dep=dep)
         ref, res, seen = _both(monkeypatch, X, y, seed, 300)
@@ -474,13 +477,13 @@ def test_forced_refinement_still_equals_float64(monkeypatch, safety):
 def test_numba_threads_follow_the_blas_limit():
     numba = pytest.importorskip("numba")
     rng = np.random.default_rng(3)
-    Kc = hsic_mod._double_centre(rbf_kernel(rng.normal(size=(40, 2))))
+    Kc = agg_mod._double_centre(rbf_kernel(rng.normal(size=(40, 2))))
     L = rbf_kernel(rng.normal(size=(40, 1)))
     perms = draw_permutations(40, 25, rng)
     before = numba.get_num_threads()
     values = []
     for threads in (1, 2):
-        with threadpool_limits(threads, "blas"), hsic_mod._numba_threads():
+        with threadpool_limits(threads, "blas"), traces_mod._numba_threads():
             assert numba.get_num_threads() == min(threads, numba.config.NUMBA_NUM_THREADS)
         with threadpool_limits(threads, "blas"):
             values.append(permutation_traces(Kc, L, perms, backend="numba"))

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import skdptest.kernel._hsic as hsic_mod
+import skdptest.kernel._hsic_exact as exact_mod
+import skdptest.kernel._hsic_traces as traces_mod
 from skdptest import DPHSICTest, PrivacyBudget
 from skdptest.kernel._kernels import resolve_kernel
 
@@ -18,7 +20,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 from _kernel_helpers import _fixed  # noqa: E402
 
-HAS_NUMBA = hsic_mod._load_numba() is not None
+HAS_NUMBA = traces_mod._load_numba() is not None
 BACKENDS = ["numpy"] + (["numba"] if HAS_NUMBA else [])
 
 
@@ -43,21 +45,21 @@ def test_exact_sum_equals_fsum_in_any_order_and_chunking(monkeypatch):
     v = rng.normal(size=5000) * 10.0 ** rng.uniform(-300, 300, size=5000)
     v = np.r_[v, -v[:2000], 5e-324, -1e-310, 0.0, -0.0, 1e300, 1e300, -1e300]
     ref = math.fsum(v)
-    s = hsic_mod._ExactSum()
+    s = exact_mod._ExactSum()
     s.add(v)
     assert s.value() == ref
-    monkeypatch.setattr(hsic_mod, "_SUM_CHUNK", 37)  # many bincount chunks
+    monkeypatch.setattr(exact_mod, "_SUM_CHUNK", 37)  # many bincount chunks
     for seed in range(3):
         w = np.random.default_rng(seed).permutation(v)
-        s = hsic_mod._ExactSum()
+        s = exact_mod._ExactSum()
         for part in np.array_split(w, 7):
             s.add(part)
         assert s.value() == ref
     # cancellation down to the last bit: a naive sum gets it wrong, the exact sum does not
-    s = hsic_mod._ExactSum()
+    s = exact_mod._ExactSum()
     s.add([1.0, 1e-30, -1.0])
     assert s.value() == 1e-30 and sum([1.0, 1e-30, -1.0]) == 0.0
-    s = hsic_mod._ExactSum()
+    s = exact_mod._ExactSum()
     s.add([1.0, np.nan])
     assert math.isnan(s.value())
 
@@ -68,9 +70,9 @@ def _canonical_matrices(X, Y, kx, ky):
     """K~ and L_s of the blocked path, assembled whole (small n only): lower triangles of
     the canonical row tiles, mirrored."""
     n = len(X)
-    m, g = hsic_mod._column_means(kx, X)
-    Kt = hsic_mod._centred_rows(kx, X, m, g, 0, n)
-    L = hsic_mod._gram_rows(ky, Y, 0, n)
+    m, g = exact_mod._column_means(kx, X)
+    Kt = exact_mod._centred_rows(kx, X, m, g, 0, n)
+    L = exact_mod._gram_rows(ky, Y, 0, n)
     low = np.tril(np.ones((n, n), bool))
     Kt = np.where(low, Kt, Kt.T)
     L = np.where(low, L, L.T)
@@ -100,14 +102,14 @@ def test_enclosures_contain_the_canonical_and_the_exact_traces(case, backend):
     else:  # |L| up to 2**110: the float32 copy is scaled by a power of two
         kx, ky = kernels(X, Y, lambda a, b: 2.0**110 * np.cos(a - b.T), {}, 2.0**111)
     squared = case != "rbf"
-    perms = hsic_mod.draw_permutations(n, B, np.random.default_rng(1))
-    m, g = hsic_mod._column_means(kx, X)
-    t0, approx, eta = hsic_mod._float32_pass(X, Y, perms, kx, ky, m, g, backend, 64)
+    perms = traces_mod.draw_permutations(n, B, np.random.default_rng(1))
+    m, g = exact_mod._column_means(kx, X)
+    t0, approx, eta = exact_mod._float32_pass(X, Y, perms, kx, ky, m, g, backend, 64)
     Kt, L = _canonical_matrices(X, Y, kx, ky)
     canon = np.array([math.fsum(_products(Kt, L, p)) for p in perms])
     assert t0 == canon[0]
     np.testing.assert_array_equal(
-        hsic_mod._exact_traces(X, Y, perms, range(B + 1), kx, ky, m, g, 64), canon)
+        exact_mod._exact_traces(X, Y, perms, range(B + 1), kx, ky, m, g, 64), canon)
     approx = np.r_[t0, approx]
     assert np.all(np.abs(approx - canon) <= eta)
     for b in (1, 5, B):  # exact reals: the enclosure is certified, not just empirical
@@ -118,9 +120,9 @@ def test_enclosures_contain_the_canonical_and_the_exact_traces(case, backend):
     s = np.abs(Kt).sum() * np.abs(L).max()
     assert eta <= 1e-6 * s
     assert np.max(np.abs(approx - canon)) > 0
-    stats, bounds, refine = hsic_mod._hsic_statistics(
+    stats, bounds, refine = exact_mod._hsic_statistics(
         X, Y, B, np.random.default_rng(1), kx, ky, backend=backend, squared=squared)
-    exact_stats = hsic_mod._stat(canon, n, squared)
+    exact_stats = traces_mod._stat(canon, n, squared)
     assert stats[0] == exact_stats[0]
     assert np.all(bounds[0] <= exact_stats) and np.all(exact_stats <= bounds[1])
     np.testing.assert_array_equal(refine(np.array([B, 2, 1])), exact_stats[[B, 2, 1]])
@@ -143,7 +145,7 @@ def test_refinement_sweeps_do_not_change_the_values(monkeypatch):
     Y = y[:, None]
     kx, ky = kernels(X, Y)
     ref = hsic_mod.hsic_permutation_statistics(X, Y, 4, np.random.default_rng(3), kx, ky)
-    monkeypatch.setattr(hsic_mod, "_REFINE_MIN_BYTES", 1)
+    monkeypatch.setattr(exact_mod, "_REFINE_MIN_BYTES", 1)
     s = hsic_mod.hsic_permutation_statistics(X, Y, 4, np.random.default_rng(3), kx, ky)
     np.testing.assert_array_equal(s, ref)
 
@@ -156,7 +158,7 @@ def test_white_kernel_diagonal_is_kept():
     X, y = data(70, seed=7)
     gp = RBF(1.0) + WhiteKernel(0.5)
     kx = resolve_kernel(gp, None, None, X)
-    rows = hsic_mod._gram_rows(kx, X, 0, 70)
+    rows = exact_mod._gram_rows(kx, X, 0, 70)
     np.testing.assert_allclose(np.diag(rows), 1.5, rtol=1e-15)
     np.testing.assert_allclose(rows, gp(X), rtol=1e-12, atol=1e-15)
 
@@ -164,11 +166,11 @@ def test_white_kernel_diagonal_is_kept():
 # -- releases independent of the block size and backend --------------------------------------
 
 def _release(monkeypatch, X, y, seed, B, block_rows, backend, safety=None, **params):
-    monkeypatch.setattr(hsic_mod, "_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(exact_mod, "_BLOCK_ROWS", block_rows)
     monkeypatch.setenv("SKDPTEST_HSIC_BACKEND", backend)
     monkeypatch.delenv("SKDPTEST_HSIC_PRECISION", raising=False)
     if safety is not None:
-        monkeypatch.setattr(hsic_mod, "_F32_BOUND_SAFETY", safety)
+        monkeypatch.setattr(exact_mod, "_F32_BOUND_SAFETY", safety)
     refined = []
     make_result = hsic_mod.make_permutation_result
 
@@ -206,7 +208,7 @@ def test_refine_runs_without_the_float32_copy(monkeypatch):
     X, y = data(120, seed=9)
     Y = y[:, None]
     kx, ky = kernels(X, Y)
-    _, _, refine = hsic_mod._hsic_statistics(X, Y, 5, np.random.default_rng(0), kx, ky,
+    _, _, refine = exact_mod._hsic_statistics(X, Y, 5, np.random.default_rng(0), kx, ky,
                                              backend="numpy")
     held = [c.cell_contents for c in refine.__closure__]
     assert not any(isinstance(v, np.ndarray) and v.dtype == np.float32 for v in held)
@@ -241,7 +243,7 @@ def test_peak_memory_holds_no_float64_gram_matrix(monkeypatch):
     kx, ky = kernels(X, Y)
     tracemalloc.start()
     try:
-        stats, _, _ = hsic_mod._hsic_statistics(X, Y, B, np.random.default_rng(0), kx, ky)
+        stats, _, _ = exact_mod._hsic_statistics(X, Y, B, np.random.default_rng(0), kx, ky)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

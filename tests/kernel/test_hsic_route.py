@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
 
-import skdptest.kernel._hsic as hsic_mod
+import skdptest.kernel._hsic_routes as routes_mod
 import skdptest.kernel._hsic_time as time_mod
 from skdptest import DPHSICTest, FixedRandomStateWarning, PrivacyBudget
 from skdptest.kernel._bandwidth import bandwidth_grid, hsic_centre
@@ -150,7 +150,7 @@ def test_memory_refusal_names_max_memory():
 def test_max_time_refuses_before_the_charge(monkeypatch):
     X, y = _data(200)
     budget = PrivacyBudget(10.0)
-    monkeypatch.setattr(hsic_mod, "predict_seconds", lambda *a, **k: 120.0)
+    monkeypatch.setattr(routes_mod, "predict_seconds", lambda *a, **k: 120.0)
     est = DPHSICTest(max_time=60, budget=budget)
     with pytest.raises(ValueError, match=r"predicted to take about 120 s.*max_time=60"):
         est.fit(X, y)
@@ -166,7 +166,7 @@ def test_max_time_refuses_before_the_charge(monkeypatch):
 def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys, verbose, predicted,
                                                   printed):
     X, y = _data(60)
-    monkeypatch.setattr(hsic_mod, "predict_seconds", lambda *a, **k: predicted)
+    monkeypatch.setattr(routes_mod, "predict_seconds", lambda *a, **k: predicted)
     DPHSICTest(verbose=verbose).fit(X, y)
     err = capsys.readouterr().err
     assert ("predicted" in err) == printed
@@ -181,3 +181,40 @@ def test_prediction_is_public_and_monotone():
     assert 0 < a < f("cyclic aggregate blocked", 4000, 1, 1, 19, 19)
     assert f("exact", 2000, 1, 1, 1, 1, 2000) < f("exact", 2000, 1, 1, 1, 1, 4000)
     assert f("features", 2000, 1, 1) == 0.0
+
+
+def _blocked_audit(make):
+    from skdptest.audit import grey_box_audit
+
+    # one (x, y) pair moved to an extreme, aligned pair (as tests/test_audit.py)
+    rng = np.random.default_rng(0)
+    x0, y0 = rng.normal(size=(20, 1)), rng.normal(size=20)
+    x1, y1 = x0.copy(), y0.copy()
+    x1[0], y1[0] = 50.0, 50.0
+    limit = DPHSICTest()._prepare(x0, y0, reset=True).plan.memory_bytes - 1
+    return grey_box_audit(lambda r: make(r, limit), x0, x1, y0=y0, y1=y1, random_state=0)
+
+
+def test_blocked_route_passes_the_grey_box_audit_and_a_halved_noise_mutant_fails(
+        monkeypatch):
+    import dataclasses as dc
+
+    from skdptest import _permutation
+
+    def make(r, limit):
+        return DPHSICTest(random_state=r, max_memory=limit)
+
+    r = _blocked_audit(make)
+    assert not r.flagged, r.findings
+    assert any(q.measured_change for q in r.quantities)
+    assert all(q.measured_change is None or q.measured_change <= q.sensitivity
+               for q in r.quantities)
+    honest = _permutation.permutation_noise
+
+    def halved(*args, **kwargs):
+        noise = honest(*args, **kwargs)
+        return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
+
+    monkeypatch.setattr(_permutation, "permutation_noise", halved)
+    r = _blocked_audit(make)
+    assert r.flagged and any("noise scale" in f for f in r.findings), r

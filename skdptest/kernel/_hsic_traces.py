@@ -1,0 +1,192 @@
+"""dpHSIC's permutation traces ``sum_ij K~_ij L[p_i, p_j]``: the permutations and the
+numpy and (optional) numba backends, shared by the blocked exact path
+(:mod:`._hsic_exact`) and the aggregate over random permutations
+(:mod:`._hsic_aggregate`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from .._threads import blas_threads, run_in_threads
+
+__all__ = ["draw_permutations", "permutation_traces"]
+
+# Elements of the gathered kernel values held at once by the numpy backend:
+# small enough (512 KiB) for the column gather to read cache-resident rows.
+_GATHER_ELEMENTS = 2**16
+# The numpy backend uses threads when n^2 * (B + 1) reaches this.
+_THREADS_MIN_WORK = 5e7
+# Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this
+# (below it, loading the cached kernel, or compiling it once, costs more than
+# it saves).
+_NUMBA_MIN_WORK = 1e9
+# Optional accelerator, imported on first need (importing numba costs about
+# 0.4 s and 50 MB); plain numpy is the default-installable path.
+_NOT_LOADED = object()
+_numba = _NOT_LOADED
+_numba_trace_kernel = None
+_PRECISIONS = ("auto", "float32", "float64")
+
+
+def _load_numba():
+    global _numba
+    if _numba is _NOT_LOADED:
+        try:
+            import numba
+        except ImportError:  # pragma: no cover - depends on the environment
+            numba = None
+        _numba = numba
+    return _numba
+
+
+def draw_permutations(n, n_permutations, rng):
+    """Row 0 the identity, rows 1..B independent uniform permutations of 0..n-1.
+
+    One Fisher-Yates shuffle per row (``Generator.permuted``), no sorting.
+    """
+    dtype = np.int32 if n < 2**31 else np.int64
+    out = np.empty((n_permutations + 1, n), dtype=dtype)
+    out[:] = np.arange(n, dtype=dtype)
+    rng.permuted(out[1:], axis=1, out=out[1:])
+    return out
+
+
+def _traces_numpy(Kc, L, perms):
+    """``sum_ij Kc_ij L[p_i, p_j]`` for every row ``p`` of ``perms`` (numpy).
+
+    Per permutation and block of rows: copy the rows of ``L`` (sequential),
+    gather their columns while they are cache resident (blocks of 512 KiB:
+    about 5x faster than whole-matrix gathers at n = 4000), then one dot
+    product.
+    """
+    n = Kc.shape[0]
+    out = np.empty(perms.shape[0])
+    rows = max(1, _GATHER_ELEMENTS // n)
+    for b, p in enumerate(perms):
+        p = p.astype(np.intp)  # once, not at every take
+        total = 0.0
+        for start in range(0, n, rows):
+            G = L.take(p[start:start + rows], axis=0).take(p, axis=1)
+            # einsum, not BLAS ddot: no thread start-up per call
+            total += np.einsum("ij,ij->", Kc[start:start + rows], G)
+        out[b] = total
+    return out
+
+
+def _get_trace_kernel():  # pragma: no cover - needs numba
+    global _numba_trace_kernel
+    if _numba_trace_kernel is None:
+        numba = _load_numba()
+        njit, prange = numba.njit, numba.prange
+
+        @njit(parallel=True, fastmath=True, cache=True)
+        def block_traces(Kt, L, perms, start, acc):
+            # acc[b] += sum over the block's rows i = start + r of
+            # 2 sum_{j<i} Kt[r, j] L[p_i, p_j] + Kt[r, i] L[p_i, p_i]  (K~ and L symmetric:
+            # one triangle). One source for every caller: the whole matrix (start = 0,
+            # float64 L: the aggregate's exact path) or row blocks of K~ against the
+            # float32 copy of L (the blocked path: half the memory traffic; the product
+            # of two float32 values is exact in float64). Groups of 8 permutations share
+            # each row of K~; the row of L is first copied (a sequential stream) into a
+            # cache-resident buffer of L's dtype, then gathered (random reads straight
+            # from L are latency-bound), except for the first rows, which gather so few
+            # entries that the copy costs more. Every product is formed and summed in
+            # float64; any summation order is covered by the error bounds (fastmath may
+            # reassociate).
+            n_perm, n = perms.shape
+            n_groups = (n_perm + 7) // 8
+            direct = n // 16
+            for grp in prange(n_groups):
+                b0 = 8 * grp
+                b1 = min(b0 + 8, n_perm)
+                buf = np.empty_like(L[0])
+                for r in range(Kt.shape[0]):
+                    i = start + r
+                    Ki = Kt[r]
+                    for b in range(b0, b1):
+                        p = perms[b]
+                        row = L[p[i]]
+                        s = 0.0
+                        if i < direct:
+                            for j in range(i):
+                                s += np.float64(Ki[j]) * np.float64(row[p[j]])
+                        else:
+                            for j in range(n):
+                                buf[j] = row[j]
+                            for j in range(i):
+                                s += np.float64(Ki[j]) * np.float64(buf[p[j]])
+                        acc[b] += 2.0 * s + np.float64(Ki[i]) * np.float64(row[p[i]])
+
+        _numba_trace_kernel = block_traces
+    return _numba_trace_kernel
+
+
+@contextlib.contextmanager
+def _numba_threads():  # pragma: no cover - needs numba
+    """numba's parallel loops on at most the BLAS thread count in force (so that
+    ``threadpoolctl.threadpool_limits`` caps them too); restored afterwards."""
+    numba = _load_numba()
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(blas_threads(), numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def _resolve_backend(backend, work):
+    if backend == "auto":
+        backend = os.environ.get("SKDPTEST_HSIC_BACKEND", "auto")
+    if backend == "auto":
+        if work >= _NUMBA_MIN_WORK and _load_numba() is not None:
+            return "numba"
+        return "numpy"
+    if backend == "numba" and _load_numba() is None:
+        raise ImportError("backend='numba' needs the optional dependency numba.")
+    if backend not in ("numpy", "numba"):
+        raise ValueError(f"backend must be 'auto', 'numpy' or 'numba', got {backend!r}.")
+    return backend
+
+
+def permutation_traces(Kc, L, perms, backend="auto"):
+    """``T_b = sum_ij Kc_ij L[p_b(i), p_b(j)]`` for each permutation ``p_b``.
+
+    Exact: since ``Kc = H K H`` is doubly centred, ``tr(Kc H L_p H) = tr(Kc L_p)``,
+    so only one of the two kernel matrices needs centring.
+    """
+    n = Kc.shape[0]
+    work = float(n) * n * perms.shape[0]
+    backend = _resolve_backend(backend, work)
+    if backend == "numba":  # pragma: no cover - needs numba
+        acc = np.zeros(perms.shape[0])
+        with _numba_threads():
+            _get_trace_kernel()(np.ascontiguousarray(Kc), np.ascontiguousarray(L),
+                                np.ascontiguousarray(perms, dtype=np.int32), 0, acc)
+        return acc
+    n_threads = min(blas_threads(), 8) if work >= _THREADS_MIN_WORK else 1
+    if n_threads == 1:
+        return _traces_numpy(Kc, L, perms)
+    # numpy's take and einsum release the GIL: threads over permutations, as many as
+    # the BLAS thread count in force (threadpoolctl caps both).
+    return np.concatenate(run_in_threads([lambda c=c: _traces_numpy(Kc, L, c)
+                                          for c in np.array_split(perms, n_threads)]))
+
+
+def _resolve_precision(precision):
+    if precision == "auto":
+        precision = os.environ.get("SKDPTEST_HSIC_PRECISION", "auto")
+    if precision not in _PRECISIONS:
+        raise ValueError(
+            f"precision must be 'auto', 'float32' or 'float64', got {precision!r}."
+        )
+    return "float32" if precision == "auto" else precision
+
+
+def _stat(traces, n, squared=False):
+    # both maps are monotone in floating point (enclosures carry over)
+    if squared:
+        return traces / (float(n) * n)
+    return np.sqrt(np.maximum(traces, 0.0)) / n
