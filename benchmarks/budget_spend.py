@@ -15,6 +15,7 @@ Usage::
 
     python benchmarks/budget_spend.py                  # 10^2, 10^4, 10^5 entries
     python benchmarks/budget_spend.py --sizes 100 1000 --repeats 50
+    python benchmarks/budget_spend.py --accountants zcdp   # one accountant
 """
 
 from __future__ import annotations
@@ -25,52 +26,31 @@ import statistics
 import tempfile
 import time
 
-from skdptest import PrivacyBudget, _budget
+from skdptest import PrivacyBudget
 
 
 def fill(budget, n_entries, epsilon=1e-6):
-    """Append ``n_entries`` spends of ``epsilon`` in one transaction, as ``spend`` would."""
-    con = budget._connect()
-    try:
-        con.execute("BEGIN IMMEDIATE")
-        state = budget._read_state(con)
-        head, rows, now, pid = state.head, [], time.time(), os.getpid()
-        for entry_id in range(state.n_entries + 1, state.n_entries + n_entries + 1):
-            head = _budget._link(head, entry_id, now, "fill", epsilon, 0.0, pid)
-            rows.append((entry_id, now, "fill", epsilon, 0.0, pid, head))
-        con.executemany("INSERT INTO spends VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        new = _budget._State(
-            state.ledger_id,
-            state.epsilon,
-            state.delta,
-            state.spent_epsilon + n_entries * _budget._to_units(epsilon),
-            state.spent_delta,
-            state.n_entries + n_entries,
-            head,
-        )
-        con.execute(
-            "UPDATE totals SET ledger_id = ?, epsilon = ?, delta = ?, spent_epsilon = ?, "
-            "spent_delta = ?, n_entries = ?, head = ?, digest = ? WHERE id = 1",
-            new.row(),
-        )
-        con.execute("COMMIT")
-    finally:
-        con.close()
+    """Append ``n_entries`` spends of ``epsilon`` in one transaction, as ``spend`` would
+    (the same rows, hash chain, running sums and digest: ``PrivacyBudget._record``)."""
+    budget._record([(None, "fill", epsilon, 0.0, "pure")] * n_entries)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 10_000, 100_000])
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--accountants", nargs="+", default=["basic", "zcdp", "rdp"])
     args = parser.parse_args()
     print(
-        f"{'entries':>8} {'spend ms':>9} {'spend cpu ms':>13} {'spent ms':>9} "
+        f"{'accountant':>10} {'entries':>8} {'spend ms':>9} {'spend cpu ms':>13} {'spent ms':>9} "
         f"{'ledger ms':>10} {'reopen ms':>10}"
     )
     with tempfile.TemporaryDirectory() as tmp:
-        for index, size in enumerate(args.sizes):
+        for index, (accountant, size) in enumerate(
+            (a, n) for a in args.accountants for n in args.sizes
+        ):
             path = os.path.join(tmp, f"ledger-{index}.sqlite")
-            budget = PrivacyBudget(epsilon=1e9, path=path)
+            budget = PrivacyBudget(epsilon=1e9, delta=1e-6, path=path, accountant=accountant)
             fill(budget, size)
             spend_times, spend_cpu, spent_times = [], [], []
             for _ in range(args.repeats):
@@ -86,10 +66,10 @@ def main():
             t_ledger = time.perf_counter() - t0
             assert len(entries) == size + args.repeats
             t0 = time.perf_counter()
-            PrivacyBudget(epsilon=1e9, path=path)
+            PrivacyBudget(epsilon=1e9, delta=1e-6, path=path, accountant=accountant)
             t_reopen = time.perf_counter() - t0
             print(
-                f"{size:>8} {1e3 * statistics.median(spend_times):>9.3f} "
+                f"{accountant:>10} {size:>8} {1e3 * statistics.median(spend_times):>9.3f} "
                 f"{1e3 * statistics.median(spend_cpu):>13.3f} "
                 f"{1e3 * statistics.median(spent_times):>9.3f} {1e3 * t_ledger:>10.1f} "
                 f"{1e3 * t_reopen:>10.1f}",

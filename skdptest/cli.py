@@ -628,12 +628,12 @@ def _stored_totals(path):
     except sqlite3.Error:
         return None
     try:
-        rows = con.execute("SELECT epsilon, delta FROM totals").fetchall()
+        rows = con.execute("SELECT epsilon, delta, accountant FROM totals").fetchall()
     except (sqlite3.Error, UnicodeDecodeError):
         return None
     finally:
         con.close()
-    if len(rows) != 1 or not all(type(v) is float for v in rows[0]):
+    if len(rows) != 1 or not all(type(v) is float for v in rows[0][:2]):
         return None
     return rows[0]
 
@@ -657,7 +657,8 @@ def _open_ledger(args):
         if args.budget_delta is not None and args.budget_delta != totals[1]:
             raise _CliError(EXIT_LEDGER, f"--ledger {path!r}: holds delta={totals[1]}, "
                                          f"not --budget-delta {args.budget_delta}")
-        return PrivacyBudget(totals[0], totals[1], path=path)
+        accountant = totals[2] if totals[2] in ("basic", "zcdp", "rdp") else "basic"
+        return PrivacyBudget(totals[0], totals[1], path=path, accountant=accountant)
     except LedgerError as exc:
         raise _CliError(EXIT_LEDGER, str(exc)) from None
     except (ValueError, TypeError) as exc:  # e.g. an unusable path
@@ -670,6 +671,7 @@ def _ledger_summary(budget):
     spent, remaining = budget.spent, budget.remaining
     return {
         "path": budget.path,
+        "accountant": budget.accountant,
         "epsilon": budget.epsilon,
         "delta": budget.delta,
         "spent_epsilon": spent[0],
@@ -719,12 +721,13 @@ def result_fields(result):
     return fields
 
 
-def _report(args, result, budget):
+def _report(args, result, budget, spent=None):
     fields = result_fields(result)
     ledger = _ledger_summary(budget)
     if args.json:
+        # privacy_spent: what this run charged (ε, δ, profile, ledger) for output checkers.
         payload = {"command": args.command, "result_type": type(result).__name__,
-                   "result": fields, "ledger": ledger}
+                   "result": fields, "ledger": ledger, "privacy_spent": _plain(spent)}
         print(json.dumps(payload, allow_nan=False, sort_keys=True))
         return
     print(f"{type(result).__name__} ({args.command})")
@@ -852,7 +855,7 @@ def _run_test(args):
     except (ValueError, TypeError) as exc:
         # Raised before the charge (the contract): data the test cannot use.
         raise _CliError(EXIT_BAD_INPUT, _cli_words(str(exc))) from None
-    _report(args, result, budget)
+    _report(args, result, budget, getattr(estimator, "privacy_spent_", None))
     return EXIT_OK
 
 
