@@ -392,6 +392,15 @@ class PowerSolution:
         Binomial standard error of ``power`` (0.0 where the power is computed exactly).
     table : pandas.DataFrame
         Every point evaluated by the search, sorted by the searched parameter.
+
+    Examples
+    --------
+    >>> from scipy import stats
+    >>> from skdptest.power import evalue_solve_n
+    >>> plan = evalue_solve_n(stats.bernoulli(0.3), stats.bernoulli(0.6), epsilon=1.0,
+    ...                       power=0.8)
+    >>> plan.power >= 0.8, plan.se, plan.value in set(plan.table["n_samples"])
+    (True, 0.0, True)
     """
 
     value: float
@@ -516,6 +525,17 @@ def solve_n(estimator, data_generator, power=0.8, *, n_min=10, n_max=100_000, pa
     ------
     ValueError
         If the power at ``n_max`` is below the target.
+
+    Examples
+    --------
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.power import solve_n
+    >>> def draw(n, rng):
+    ...     return rng.binomial(1, 0.7, size=(n, 1)), None
+    >>> plan = solve_n(DPBinomialTest(alternative="greater"), draw, 0.8, n_max=1000,
+    ...                n_repeats=20, random_state=0)
+    >>> 10 <= plan.value <= 1000, plan.power >= 0.8
+    (True, True)
     """
     n_min = check_value(n_min, [Interval(Integral, 1, None)], "n_min")
     n_max = check_value(n_max, [Interval(Integral, n_min, None)], "n_max")
@@ -558,6 +578,17 @@ def solve_epsilon(estimator, data_generator, power=0.8, *, n_samples, epsilon_mi
     ------
     ValueError
         If the power at ``epsilon_max`` is below the target.
+
+    Examples
+    --------
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.power import solve_epsilon
+    >>> def draw(n, rng):
+    ...     return rng.binomial(1, 0.7, size=(n, 1)), None
+    >>> plan = solve_epsilon(DPBinomialTest(alternative="greater"), draw, 0.8,
+    ...                      n_samples=100, n_repeats=20, random_state=0)
+    >>> 0.01 <= plan.value <= 100, plan.power >= 0.8
+    (True, True)
     """
     n_samples = check_value(n_samples, [Interval(Integral, 1, None)], "n_samples")
     lo = check_value(epsilon_min, [Interval(Real, 0, None, closed="neither")], "epsilon_min")
@@ -979,6 +1010,20 @@ def plot_power(table, x="n_samples", hue=None, *, ax=None, target=None):
     Returns
     -------
     ax : matplotlib.axes.Axes
+        The axes drawn on.
+
+    Examples
+    --------
+    matplotlib is optional (not a test dependency), so the plot itself is not run here:
+
+    >>> from skdptest import DPBinomialTest
+    >>> from skdptest.power import plot_power, simulate_power
+    >>> def draw(n, rng):
+    ...     return rng.binomial(1, 0.7, size=(n, 1)), None
+    >>> table = simulate_power(DPBinomialTest(alternative="greater"), draw,
+    ...                        param_grid={"n_samples": [20, 80]}, n_repeats=20,
+    ...                        random_state=0)
+    >>> ax = plot_power(table, target=0.8)  # doctest: +SKIP
     """
     try:
         import matplotlib.pyplot as plt
