@@ -38,7 +38,24 @@ __all__ = [
 
 
 class InvalidParameterError(ValueError, TypeError):
-    """A hyperparameter or argument has the wrong type or an invalid value."""
+    """A hyperparameter or argument has the wrong type or an invalid value.
+
+    Raised before any budget is charged; the message names the parameter and lists
+    what is accepted. A subclass of both ``ValueError`` and ``TypeError``, so code
+    catching either keeps working.
+
+    Examples
+    --------
+    >>> from skdptest import DPBinomialTest, InvalidParameterError
+    >>> try:
+    ...     DPBinomialTest(epsilon=-1.0).fit([[1.0], [0.0]])
+    ... except InvalidParameterError as error:
+    ...     print(error)
+    epsilon must be a real number in (0, inf); got -1.0.
+    >>> issubclass(InvalidParameterError, ValueError), issubclass(InvalidParameterError,
+    ...                                                            TypeError)
+    (True, True)
+    """
 
 
 class _Reject(Exception):
