@@ -310,10 +310,69 @@ class SubsetDraw:
         # one generator for the count corrections, one for the keys, drawn in this order
         self.fix_rng = np.random.default_rng(int(rng.integers(2**63)))
         self._state = np.random.PCG64(int(rng.integers(2**63))).state
+        self._rank_state = np.random.PCG64(int(rng.integers(2**63))).state
         self.threshold = np.uint8(min(255, max(1, round(256 * self.m / self.n))))
         self.width = min(KEY_BLOCK, -(-self.n // 8) * 8)  # a multiple of 8 bytes
         self.n_blocks = -(-self.n // self.width)
+        # 32-bit rank draws per row (even): the threshold's bias plus 6 standard
+        # deviations of the Bernoulli count, and room for repeats
+        p = int(self.threshold) / 256
+        bias = abs(self.n * p - self.m)
+        self.rank_words = 2 * math.ceil((bias + 6 * math.sqrt(self.n * p * (1 - p)) + 16) / 2)
         self._next_row = 0
+
+    def _ranks(self, counts, excess, r0):
+        """Row-sorted ``(rows, ranks)``: for each row with ``e = excess != 0``, ``abs(e)``
+        distinct ranks among its ``K`` selected positions (``e > 0``) or ``n - K``
+        unselected ones, uniformly.
+
+        Row ``r`` reads its own ``rank_words`` 32-bit words at a fixed offset of one
+        stream: each word below ``floor(2^32 / P) P`` is a uniform rank ``word mod P``
+        (``P`` the pool size), the others are skipped, and so are repeated ranks; the
+        first ``abs(e)`` distinct ranks, in draw order, are a uniformly random
+        ``abs(e)``-subset. A row whose words run out (the chance is below 10^-8 at
+        6 standard deviations) draws its subset from ``fix_rng`` instead, in row order;
+        the running-out event is invariant under relabelling the ranks, so the law
+        stays uniform. Vectorised over rows; chunk-independent.
+        """
+        n_rows = counts.size
+        need = np.abs(excess)
+        pool = np.where(excess > 0, counts, self.n - counts).astype(np.int64)
+        bg = np.random.PCG64()
+        bg.state = self._rank_state
+        bg.advance(r0 * (self.rank_words // 2))
+        words = bg.random_raw(n_rows * (self.rank_words // 2)).view(np.uint32).reshape(
+            n_rows, self.rank_words)
+        # read a prefix of each row: abs(e) plus room for repeats and rejections
+        take = np.minimum(self.rank_words, need + need * need // np.maximum(pool, 1) + 8)
+        take[need == 0] = 0
+        row = np.repeat(np.arange(n_rows), take)
+        col = np.arange(row.size) - np.repeat(np.cumsum(take) - take, take)
+        w = words[row, col].astype(np.int64)
+        p = pool[row]
+        ok = w < (2**32 // p) * p
+        row, val = row[ok], w[ok] % p[ok]
+        # first occurrences (a stable sort keeps the draw order among equal ranks)
+        key = row * 2**32 + val
+        order = np.argsort(key, kind="stable")
+        first = np.ones(key.size, dtype=bool)
+        first[order[1:]] = key[order[1:]] != key[order[:-1]]
+        row, val = row[first], val[first]
+        starts = np.searchsorted(row, np.arange(n_rows))
+        nth = np.arange(row.size) - starts[row]
+        keep = nth < need[row]
+        row, val = row[keep], val[keep]
+        got = np.bincount(row, minlength=n_rows)
+        short = np.flatnonzero(got < need)
+        if short.size:  # words ran out: these rows draw from fix_rng, in row order
+            drop = np.isin(row, short)
+            extra = [self.fix_rng.choice(int(pool[r]), size=int(need[r]), replace=False)
+                     for r in short]
+            row = np.concatenate([row[~drop], np.repeat(short, need[short])])
+            val = np.concatenate([val[~drop], *extra])
+            order = np.argsort(row, kind="stable")
+            row, val = row[order], val[order]
+        return row, val
 
     def block(self, b):
         """Positions ``[c0, c1)`` of key block ``b``."""
@@ -342,18 +401,18 @@ class SubsetDraw:
             raise RuntimeError("count corrections must be drawn in row order")
         n_rows = packed.shape[0]
         self._next_row = r0 + n_rows
-        excess = np.asarray(counts, dtype=np.int64) - self.m
-        ranks = [np.sort(self.fix_rng.choice(int(c) if e > 0 else self.n - int(c), size=abs(e),
-                                             replace=False)) if e else _EMPTY
-                 for c, e in zip(counts, excess.tolist(), strict=True)]
+        counts = np.asarray(counts, dtype=np.int64)
+        excess = counts - self.m
+        all_rows, all_q = self._ranks(counts, excess, r0)
         rows, pos = [], []
         n_words = -(-packed.shape[1] // 8)
         step = max(1, _LOCATE_BYTES // (8 * n_words))
         for s0 in range(0, n_rows, step):
             s1 = min(n_rows, s0 + step)
-            lengths = np.array([ranks[r].size for r in range(s0, s1)])
-            if lengths.sum() == 0:
+            i0, i1 = np.searchsorted(all_rows, [s0, s1])
+            if i1 == i0:
                 continue
+            local, q = all_rows[i0:i1] - s0, all_q[i0:i1].copy()
             # the rows' bits in 64-bit words (zero pad bytes); inverted rows count the
             # unselected positions (their pad bits come after every position)
             sub = np.zeros((s1 - s0, 8 * n_words), dtype=np.uint8)
@@ -361,14 +420,12 @@ class SubsetDraw:
             invert = excess[s0:s1] < 0
             sub[invert] = ~sub[invert]
             cum = np.cumsum(_popcount_words(sub), axis=1)
-            local = np.repeat(np.arange(s1 - s0), lengths)
-            q = np.concatenate([ranks[r] for r in range(s0, s1)]).astype(np.int64)
             # rows stacked into one increasing sequence: row i's counts + i (n + 64)
             shift = np.arange(s1 - s0, dtype=np.int64) * (self.n + 64)
             cum += shift[:, None]
             flat = np.searchsorted(cum.ravel(), q + shift[local], side="right")
             word = flat - local * n_words
-            octets = sub[local[:, None], 8 * word[:, None] + np.arange(8)]
+            octets = sub.view(np.uint64).ravel()[flat].view(np.uint8).reshape(-1, 8)
             # rank within that word, then the byte of that word, then the bit of the byte
             q -= cum.ravel()[flat] - shift[local] - _popcount_words(octets).ravel()
             ends = np.cumsum(_POPCOUNT[octets], axis=1, dtype=np.int64)
@@ -419,11 +476,29 @@ def subset_masks(n, m, n_rows, rng):
     return SubsetDraw(n, m, n_rows, rng).masks(0, n_rows)
 
 
-def _split(F):
-    """``F = 2^12 hi + lo`` as one float32 array ``[hi, lo]``: abs(hi), abs(lo) <= 2^11."""
+def _split(F, out=None):
+    """``F = 2^12 hi + lo`` as one float32 array ``[hi, lo]``: abs(hi), abs(lo) <= 2^11.
+
+    Every step is exact: scaling by a power of two, rounding to an integer, and the
+    difference of two integers below 2^24.
+    """
     F = np.asarray(F, dtype=np.float32)
-    hi = np.rint(F * np.float32(2.0**-12))
-    return np.concatenate([hi, F - hi * np.float32(2.0**12)], axis=1)
+    c = F.shape[1]
+    if out is None:
+        out = np.empty((F.shape[0], 2 * c), dtype=np.float32)
+    hi, lo = out[:, :c], out[:, c:]
+    np.multiply(F, np.float32(2.0**-12), out=hi)
+    np.rint(hi, out=hi)
+    np.multiply(hi, np.float32(-(2.0**12)), out=lo)
+    lo += F
+    return out
+
+
+def _popcount_rows(packed):
+    """Set bits of each row of a uint8 array (int64)."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+        return np.bitwise_count(packed).sum(axis=1, dtype=np.int64)
+    return _POPCOUNT[packed].sum(axis=1, dtype=np.int64)
 
 
 def _join(P, n_cols):
@@ -446,34 +521,46 @@ def subset_sums(F, draw, r0, r1, n_threads=None):
     n_rows, n_cols = r1 - r0, F.shape[1]
     if n_threads is None:
         n_threads = blas_threads()
-    n_threads = max(1, min(int(n_threads), draw.n_blocks))
+    # tasks: key blocks times slabs of rows (few blocks: split the rows too, so that
+    # every thread has work; the keys do not depend on the split)
+    slabs = max(1, min(-(-4 * n_threads // draw.n_blocks), n_rows // 256))
+    edges = [r0 + (n_rows * i) // slabs for i in range(slabs + 1)]
+    tasks = [(b, a0, a1) for b in range(draw.n_blocks)
+             for a0, a1 in zip(edges[:-1], edges[1:], strict=True) if a1 > a0]
+    n_threads = max(1, min(int(n_threads), len(tasks)))
     packed = np.empty((n_rows, -(-draw.n // 8)), dtype=np.uint8)
     counts = np.zeros((n_threads, n_rows), dtype=np.int64)
     parts = np.zeros((n_threads, n_rows, n_cols))
-    free = list(range(n_threads))
+    slab = max(a1 - a0 for _, a0, a1 in tasks)
+    free = [(k, np.empty((slab, draw.width), dtype=bool),
+             np.empty((slab, draw.width), dtype=np.float32),
+             np.empty((min(draw.width, _SPLIT_ROWS), 2 * n_cols), dtype=np.float32))
+            for k in range(n_threads)]
     lock = threading.Lock()
 
-    def run(b):
+    def run(b, a0, a1):
         with lock:
             slot = free.pop()
         try:
+            k, sel, maskf, split = slot
             c0, c1 = draw.block(b)
-            w = c1 - c0
-            sel = draw.bernoulli(b, r0, r1, np.empty((n_rows, w), dtype=bool))
+            w, rows = c1 - c0, slice(a0 - r0, a1 - r0)
+            sel = draw.bernoulli(b, a0, a1, sel[:a1 - a0, :w])
             pk = np.packbits(sel, axis=1)
-            packed[:, c0 // 8:c0 // 8 + pk.shape[1]] = pk
-            counts[slot] += _POPCOUNT[pk].sum(axis=1, dtype=np.int64)
-            maskf = sel.astype(np.float32)
-            del sel
+            packed[rows, c0 // 8:c0 // 8 + pk.shape[1]] = pk
+            counts[k, rows] += _popcount_rows(pk)
+            maskf = maskf[:a1 - a0, :w]
+            maskf[...] = sel
             for s0 in range(0, w, _SPLIT_ROWS):
                 s1 = min(w, s0 + _SPLIT_ROWS)
-                parts[slot] += _join(maskf[:, s0:s1] @ _split(F[c0 + s0:c0 + s1]), n_cols)
+                S = _split(F[c0 + s0:c0 + s1], split[:s1 - s0])
+                parts[k, rows] += _join(maskf[:, s0:s1] @ S, n_cols)
         finally:
             with lock:
                 free.append(slot)
 
     with limit_blas():
-        map_dynamic(run, ((b,) for b in range(draw.n_blocks)), n_threads)
+        map_dynamic(run, tasks, n_threads)
     out = parts.sum(axis=0)  # exact integers: any order
     rows, pos, signs = draw.fixes(packed, counts.sum(axis=0), r0)
     for g0 in range(0, rows.size, _GATHER_ROWS):
@@ -676,7 +763,8 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
       per thread (``n_threads``, default the BLAS thread count) one key block (keys,
       bool and float32 masks: 6 bytes per entry, its packed copy, the split features,
       the float32 product and the thread's float64 partial sums), and the count
-      corrections: 48 bytes per flipped position of the chunk (ranks, rows,
+      corrections: the rank words (``SubsetDraw.rank_words`` 32-bit words per row),
+      112 bytes per flipped position of the chunk (drawn ranks and their sort, rows,
       positions, signs), the located sub-chunk (3 bytes per packed byte and about 320
       bytes per flipped position) and 12 bytes per feature of the gathered rows; the
       flips of ``r`` rows are planned at ``r (n / 512 + s) + 8 s sqrt(r) + 16``, ``s =
@@ -702,8 +790,10 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
                  + per * n_dims * (8 + 16 + 8))  # product, its join, the partial sums
         step = min(per, max(1, _LOCATE_BYTES // (8 * (-(-n_bytes // 8)))))
         flips, located = _planned_flips(n, per), _planned_flips(n, step)
-        fixes = (3 * step * 8 * (-(-n_bytes // 8)) + 48 * flips + 320 * located
-                 + min(_GATHER_ROWS, flips) * n_dims * 12 + 3 * per * n_dims * 8)
+        rank_words = n / 512 + 3 * math.sqrt(n) + 18  # SubsetDraw.rank_words, at most
+        fixes = (3 * step * 8 * (-(-n_bytes // 8)) + 4 * per * rank_words + 112 * flips
+                 + 320 * located + min(_GATHER_ROWS, flips) * n_dims * 12
+                 + 3 * per * n_dims * 8)
         chunk = per * n_bytes + threads * block + fixes
     else:
         n_masks = n_groups - 1

@@ -87,20 +87,32 @@ def test_subset_masks_are_uniform(n, m):
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
-class _FirstRanks:
+class _FirstRanks(feat.SubsetDraw):
     """A biased correction: always the first selected (unselected) positions."""
 
-    def choice(self, a, size, replace):
-        return np.arange(size)
+    def _ranks(self, counts, excess, r0):
+        need = np.abs(excess)
+        rows = np.repeat(np.arange(counts.size), need)
+        return rows, np.arange(rows.size) - np.repeat(np.cumsum(need) - need, need)
 
 
 def test_uniformity_check_catches_a_biased_count_fix():
-    draw = feat.SubsetDraw(5, 2, 5000, np.random.default_rng(2))
-    draw.fix_rng = _FirstRanks()
-    masks = draw.masks(0, 5000)
+    masks = _FirstRanks(5, 2, 5000, np.random.default_rng(2)).masks(0, 5000)
     assert np.all(masks.sum(1) == 2)
     counts = np.bincount(_subset_codes(masks), minlength=32)
     assert stats.chisquare(counts[counts > 0]).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("rank_words", [2, 4])
+def test_rows_whose_rank_words_run_out_stay_uniform(rank_words):
+    # too few words for most rows: their ranks come from the fallback generator
+    draw = feat.SubsetDraw(7, 3, 5000, np.random.default_rng(4))
+    draw.rank_words = rank_words
+    masks = np.vstack([draw.masks(0, 1234), draw.masks(1234, 5000)])
+    assert np.all(masks.sum(1) == 3)
+    counts = np.bincount(_subset_codes(masks), minlength=2**7)
+    counts = counts[counts > 0]
+    assert counts.size == 35 and stats.chisquare(counts).pvalue > 1e-3
 
 
 def test_subset_masks_do_not_depend_on_the_row_chunks():
