@@ -21,14 +21,16 @@ independent, average of their means m, values in the bounds):
 
 - upper tail: E[e^{S}] <= U(d), U = (1 + λd)^n (bet on "greater"; AM-GM over the
   rows), (1 − λd)^n ("less"), ((1 + λd)^n + (1 − λd)^n)/2 (two-sided);
-- lower tail: e^{−log(1 ± λy)} = 1/(1 ± λy) is convex on [lo, hi], so its mean is at most
+- lower tail: for κ > 0, (1 ± λy)^{−κ} is convex on [lo, hi], so its mean is at most
   its chord ℓ±(d) at the row's mean (the two-point law at the bounds is the worst),
-  and E[e^{−S}] <= ℓ±(d)^n by independence and AM-GM; two-sided:
-  e^{−S} <= 2 min(e^{−S₊}, e^{−S₋}). The floors in T cost at most
-  s = (3n + 8)·2^{−30} + h nats: h T >= S − s.
+  and E[e^{−κS}] <= ℓ±(d)^n by independence and AM-GM (ℓ is linear); two-sided:
+  e^{−κS} <= 2^κ min(e^{−κS₊}, e^{−κS₋}). κ is chosen from public quantities
+  (:func:`chord_exponent`). The floors in T cost at most s = (3n + 8)·2^{−30} + h
+  nats: h T >= S − s.
 
-Shifting the integer release by ceil(log(bound)/h) gives an integer with
-E[e^{hT'}] <= 1, whose valid p-value is :func:`~._mean.wealth_pvalue`; it exceeds a
+Shifting the integer release (or its negative, on the grid κh) by the ceiling of the
+log-bound in grid steps gives an integer with E[e^{grid·T'}] <= 1, whose valid p-value
+is :func:`~._mean.wealth_pvalue`; it exceeds a
 level exactly below that level's rejection threshold r*, which makes both ends closed
 form in m. One-sided bets split α in two (one α/2 per tail); the two-sided bet's
 upper tail only removes values near μ0 (a hole), so its interval uses the lower tail
@@ -136,41 +138,59 @@ def tulap_interval(z, n, epsilon, confidence_level=0.95):
 # Bounded mean
 # --------------------------------------------------------------------------------------
 
-def _chord(lam, lo, hi, d):
-    """ℓ(d): the chord over [lo, hi] of y ↦ 1/(1 + λy) at d (λ may be negative)."""
-    f_lo, f_hi = 1.0 / (1.0 + lam * lo), 1.0 / (1.0 + lam * hi)
-    return ((hi - d) * f_lo + (d - lo) * f_hi) / (hi - lo)
+def _chord_ends(lam, lo, hi, kappa):
+    """φ(lo), φ(hi) for φ(y) = (1 + λy)^{−κ} (convex on [lo, hi] for κ > 0)."""
+    return (1.0 + lam * lo) ** -kappa, (1.0 + lam * hi) ** -kappa
 
 
-def _chord_inverse(lam, lo, hi, value):
-    """d with ℓ(d) = value (ℓ is linear and not constant for λ ≠ 0)."""
-    f_lo, f_hi = 1.0 / (1.0 + lam * lo), 1.0 / (1.0 + lam * hi)
+def _chord_inverse(lam, lo, hi, kappa, value):
+    """d where the chord of φ over [lo, hi] equals ``value`` (the chord is linear in d
+    and not constant for λ ≠ 0: decreasing for λ > 0, increasing for λ < 0)."""
+    f_lo, f_hi = _chord_ends(lam, lo, hi, kappa)
     return lo + (value - f_lo) * (hi - lo) / (f_hi - f_lo)
+
+
+#: Exponents κ of the chord-side test: powers of two in [2^-4, 4] (the grid κh of its
+#: p-value stays a power of two, at least 2^-14 nats).
+_KAPPAS = tuple(2.0**k for k in range(-4, 3))
+
+
+def chord_exponent(n, lam, lo, hi, tail_alpha):
+    """κ of the lower-tail (chord) test, from public quantities only: it balances the
+    Markov term log(1/α)/(κn) against the curvature loss ≈ κλ²V/2 (V = ((hi − lo)/2)²,
+    the largest variance on the bounds), rounded to a power of two in [2^-4, 4]."""
+    best = math.sqrt(2.0 * math.log(1.0 / tail_alpha) / (n * lam**2 * ((hi - lo) / 2.0)**2))
+    return min(_KAPPAS, key=lambda k: abs(math.log2(k) - math.log2(best)))
 
 
 def mean_interval_ends(release, *, n_terms, lo, hi, bet, grid, rate, alternative, level):
     """The ends (d_low, d_high) in the centred scale d = m − μ0, for an array of
-    integer releases (vectorised; see the module docstring). Clamped to [lo, hi]."""
+    integer releases (vectorised; see the module docstring). Clamped to [lo, hi].
+
+    Lower-tail (chord) test with exponent κ: E[e^{−κS}] <= 2^{[two-sided]κ} ℓ_κ(d)^n,
+    ℓ_κ the chord of (1 ± λy)^{−κ}, and h T >= S − s, so −T is an integer with
+    E[e^{κh(−T − c)}] <= 1 for c = (n log ℓ_κ + κ s (+ κ log 2)) / (κh): its p-value
+    (grid κh) exceeds the level iff −r − ceil(c) < r*_κ, i.e.
+    ℓ_κ(d) > exp(−κ (h (r + r*_κ) + s (+ log 2)) / n)."""
     r = np.asarray(release, dtype=np.float64)
     alpha = 1.0 - level
     n, lam, h = int(n_terms), float(bet), float(grid)
     slack = (3.0 * n + 8.0) * 2.0**-30 + h
+    tail = alpha if alternative == "two-sided" else alpha / 2.0
+    kappa = chord_exponent(n, lam, lo, hi, tail)
+    r_chord = rejection_threshold(kappa * h, rate, tail)
+    log_two = math.log(2.0) if alternative == "two-sided" else 0.0
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        bound = np.exp(-kappa * (h * (r + r_chord) + slack + log_two) / n)
         if alternative == "two-sided":
-            r_star = rejection_threshold(h, rate, alpha)
-            # min(ℓ₊, ℓ₋)(d) > K, K from 2 min(...)^n e^{s} > e^{−h(r + r*)}
-            log_k = (-h * (r + r_star) - slack - math.log(2.0)) / n
-            k = np.exp(log_k)
-            d_high = _chord_inverse(lam, lo, hi, k)  # ℓ₊ decreasing in d
-            d_low = _chord_inverse(-lam, lo, hi, k)  # ℓ₋ increasing in d
+            d_high = _chord_inverse(lam, lo, hi, kappa, bound)  # ℓ₊ decreasing in d
+            d_low = _chord_inverse(-lam, lo, hi, kappa, bound)  # ℓ₋ increasing in d
         else:
-            r_star = rejection_threshold(h, rate, alpha / 2.0)
             sign = 1.0 if alternative == "greater" else -1.0
-            # upper tail: n log(1 + sign λ d) > h (r − r*)
+            chord_end = _chord_inverse(sign * lam, lo, hi, kappa, bound)
+            # upper tail (AM-GM, κ = 1): n log(1 + sign λ d) > h (r − r*)
+            r_star = rejection_threshold(h, rate, tail)
             upper_tail = sign * np.expm1(h * (r - r_star) / n) / lam
-            # lower tail: ℓ(d)^n e^{s} > e^{−h(r + r*)}
-            chord_end = _chord_inverse(sign * lam, lo, hi,
-                                       np.exp((-h * (r + r_star) - slack) / n))
             if sign > 0:  # upper tail gives the lower end, the chord the upper end
                 d_low, d_high = upper_tail, chord_end
             else:

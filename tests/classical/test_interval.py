@@ -258,6 +258,32 @@ def test_bounded_mean_interval_covers(case):
     assert cov >= _tolerance(0.95, reps)
 
 
+def test_the_chord_bound_holds_for_random_laws_on_the_bounds():
+    # E[(1 + λY)^{−κ}] <= chord at E[Y], exactly, for discrete laws on [lo, hi]
+    rng = np.random.default_rng(0)
+    lo, hi = -1.3, 2.2
+    for lam in (0.44, -0.3):
+        for kappa in (1 / 16, 0.5, 1.0, 4.0):
+            f_lo, f_hi = (1 + lam * lo) ** -kappa, (1 + lam * hi) ** -kappa
+            for _ in range(50):
+                support = rng.uniform(lo, hi, size=6)
+                weights = rng.dirichlet(np.ones(6))
+                mean = float(weights @ support)
+                chord = ((hi - mean) * f_lo + (mean - lo) * f_hi) / (hi - lo)
+                assert float(weights @ (1 + lam * support) ** -kappa) <= chord + 1e-15
+                assert interval_module._chord_inverse(lam, lo, hi, kappa, chord) == (
+                    pytest.approx(mean, abs=1e-9))
+
+
+def test_chord_exponent_is_a_public_power_of_two():
+    kappas = {interval_module.chord_exponent(n, lam, -3.0, 3.0, 0.025)
+              for n in (5, 100, 10_000) for lam in (0.01, 0.15, 0.33)}
+    assert kappas <= set(interval_module._KAPPAS) and len(kappas) >= 3
+    # more rows: a smaller exponent (the Markov term falls as 1/(κn))
+    assert interval_module.chord_exponent(10_000, 0.15, -3, 3, 0.025) < (
+        interval_module.chord_exponent(100, 0.15, -3, 3, 0.025))
+
+
 def _noise_ignored(grid, rate, alpha, log_cap=40.0):
     """The mutant's threshold: Markov alone, as if the release had no noise."""
     return math.ceil(math.log(1 / alpha) / grid)
