@@ -404,3 +404,21 @@ def test_default_ledger_persists_where_the_environment_says(tmp_path, monkeypatc
         _budget._default["budget"] = None
     reopened = PrivacyBudget._unlimited(path)
     assert [e.label for e in reopened.ledger] == ["ToyMeanTest.fit"]
+
+
+def test_cli_json_reports_what_was_spent(tmp_path, capsys):
+    from skdptest import cli
+
+    data = tmp_path / "data.csv"
+    data.write_text("k\n" + "\n".join(str(v) for v in [0, 1, 1, 0, 1] * 8) + "\n")
+    ledger = tmp_path / "ledger.sqlite"
+    PrivacyBudget(5.0, 1e-6, ledger, accountant="zcdp")  # the CLI reopens its accountant
+    code = cli.main(["evalue", "--file", str(data), "--column", "k", "--null",
+                     "bernoulli(0.3)", "--alternative", "bernoulli(0.6)", "--epsilon", "0.5",
+                     "--ledger", str(ledger), "--json"])
+    payload = __import__("json").loads(capsys.readouterr().out)
+    assert code == 0
+    assert payload["privacy_spent"] == {"epsilon": 0.5, "delta": 0.0, "profile": "pure",
+                                        "ledger": str(ledger)}
+    assert payload["ledger"]["accountant"] == "zcdp"
+    assert payload["ledger"]["n_releases"] == 1
