@@ -181,10 +181,10 @@ class DPHSICTest(BasePrivateTest):
         Threads (joblib) over the x bandwidths of the aggregate (BLAS capped
         at one thread per worker); -1 uses all cores. The release does not
         depend on it.
-    verbose : {0, 1} or "auto", default="auto"
+    verbose : {0, 1} or None, default=None
         1 prints the predicted running time, then the progress (work units
         done, elapsed, ETA) and one-time hints (``cyclic=True``, ``n_jobs=-1``)
-        to stderr; "auto" does so when the fit is predicted to take more than
+        to stderr; None does so when the fit is predicted to take more than
         10 s (see ``max_time``); 0 prints nothing. Nothing printed is derived
         from the data.
     method : {"exact", "features"}, default="exact"
@@ -339,7 +339,7 @@ class DPHSICTest(BasePrivateTest):
         "max_memory": [Interval(Integral, 1, None)],
         "max_time": [NoneValue(), Interval(Real, 0, None, closed="neither")],
         "n_jobs": [NoneValue(), Interval(Integral, None, None)],
-        "verbose": [Interval(Integral, 0, 1), Options("auto")],
+        "verbose": [NoneValue(), Interval(Integral, 0, 1)],
         "method": [Options("exact", "features")],
         "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
         "feature_map": [Options("fourier", "squared")],
@@ -350,7 +350,7 @@ class DPHSICTest(BasePrivateTest):
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None,
                  y_kernel="rbf", y_kernel_params=None, y_kernel_bound=None, epsilon=1.0,
                  delta=0.0, alpha=0.05, n_permutations=2000, cyclic="auto",
-                 max_memory=DEFAULT_MAX_MEMORY, max_time=None, n_jobs=None, verbose="auto",
+                 max_memory=DEFAULT_MAX_MEMORY, max_time=None, n_jobs=None, verbose=None,
                  method="exact",
                  n_components=64, feature_map="fourier",
                  budget=None, random_state=None):
@@ -536,8 +536,7 @@ class DPHSICTest(BasePrivateTest):
                 if gamma is None:  # scikit-learn's default, 1 / n_features
                     gamma = 1.0 / (X if k == 0 else y).shape[1]
                 sides.append((params[name], (float(gamma),)))
-            steps = 2 * -(-X.shape[0] // plan.blocked)
-            progress = HSICProgress(verbose, predicted, steps, "diagonal blocks")
+            progress = HSICProgress(verbose, predicted, 1000, "work units (per mille)")
             progress.begin(f"dpHSIC cyclic aggregate by diagonal blocks: "
                            f"{len(plan.grids[0]) * len(plan.grids[1])} bandwidth pairs on "
                            f"n = {X.shape[0]} pairs, {plan.blocked} diagonals per block")

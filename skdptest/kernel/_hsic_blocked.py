@@ -76,6 +76,22 @@ def choose_diagonal_block(n_samples, n_x, n_y, workers, max_memory):
     return None, blocked_aggregate_memory_bytes(n_samples, n_x, n_y, 1, workers)
 
 
+# A pass-2 block costs about this many pass-1 blocks per bandwidth (the kernel block
+# again, its centring, spectrum and share of the pair products; from a profile at
+# n = 1000 on the project's machine, 2.7, rounded up for the longer FFTs of larger n).
+PASS2_WEIGHT = 3.0
+
+
+def progress_units(n_x, n_y, n_blocks, progress):
+    """``(pass-1, pass-2)`` progress units of one block, ``progress.total`` in all."""
+    if progress is None:
+        return 0, 0
+    one = n_x
+    two = PASS2_WEIGHT * (n_x + n_y)
+    scale = progress.total / (n_blocks * (one + two))
+    return one * scale, two * scale
+
+
 def _distances(name, columns, idx):
     """``D[r, i] = dist(x_i, x_idx[r, i])``: a function of the two rows only, summed over
     the features in order (the canonical values, see the module notes)."""
@@ -116,8 +132,10 @@ def blocked_aggregate_statistics(X, Y, rng, side_x, side_y, kappas, nonnegative,
     n_jobs : int, default=None
         Threads over the bandwidths of a block (joblib); each value is computed by the
         same calls whatever ``n_jobs``.
-    progress : Progress, default=None
-        Stepped once per block and pass (``2 ceil(n / block)`` steps).
+    progress : HSICProgress, default=None
+        Stepped once per block and pass, by the block's share of the predicted work
+        (``progress.total`` units in all: a pass-1 block costs ``n_x`` kernel blocks,
+        a pass-2 block about ``PASS2_WEIGHT`` times as much per bandwidth).
 
     Returns
     -------
@@ -134,6 +152,7 @@ def blocked_aggregate_statistics(X, Y, rng, side_x, side_y, kappas, nonnegative,
     (name_x, gx, cols_x), (name_y, gy, cols_y) = sides
     rows = np.arange(n)
     blocks = [(d0, min(d0 + block, n)) for d0 in range(0, n, block)]
+    units = progress_units(len(gx), len(gy), len(blocks), progress)
 
     # pass 1: row sums (= column sums: exact symmetry) of every x Gram matrix (the y
     # matrices are not centred: their sums are taken in pass 2)
@@ -157,7 +176,7 @@ def blocked_aggregate_statistics(X, Y, rng, side_x, side_y, kappas, nonnegative,
         map_in_threads(x_sums, list(range(len(gx))), n_jobs)
         del Dx, idx
         if progress is not None:
-            progress.step()
+            progress.step(units[0])
     means = sums[0] / n
     grand = means.mean(axis=1)
 
@@ -193,7 +212,7 @@ def blocked_aggregate_statistics(X, Y, rng, side_x, side_y, kappas, nonnegative,
         np.matmul(FA[:, :, :b], FB[:, :b, :], out=prod)
         acc += prod
         if progress is not None:
-            progress.step()
+            progress.step(units[1])
     FA = FB = prod = None  # freed before the inverse transforms
     traces = [[diag[s][k] - float(sums[s][k].sum()) / n for k in range(len(sums[s]))]
               for s in range(2)]

@@ -106,10 +106,10 @@ def plan_route(params, n, d_x, d_y, grids, aggregate, cyclic):
                  + ("" if cyclic else f" and n_permutations = {B}"), hint)
     route = ("cyclic " if cyclic else "") + ("aggregate" if aggregate else "")
     route = (route.strip() or "exact") + (" blocked" if blocked else "")
-    predicted = predict_seconds(
-        route, n, d_x, d_y, len(grids[0]), len(grids[1]), B,
-        backend_numba=_resolve_backend("auto", float(n) * n * (B + 1)) == "numba",
-        workers=workers)
+    # (only the exact path may load numba: importing it costs ~0.4 s and 50-150 MB)
+    numba = route == "exact" and _resolve_backend("auto", float(n) * n * (B + 1)) == "numba"
+    predicted = predict_seconds(route, n, d_x, d_y, len(grids[0]), len(grids[1]), B,
+                                backend_numba=numba, workers=workers)
     check_time(predicted, params["max_time"], f"DPHSICTest ({route}) with n = {n} pairs")
     return memory, blocked, predicted
 

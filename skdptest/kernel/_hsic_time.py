@@ -7,7 +7,7 @@ multiply-adds of the spectra products, gathered products of the permutation trac
 times per-operation costs measured once per process by a ~0.1 s micro-benchmark on
 public arrays (never on the data), taken only when the reference costs already predict
 more than a second. ``max_time`` refuses, before the charge, a fit predicted to take
-longer; ``verbose="auto"`` prints progress when the prediction exceeds
+longer; ``verbose=None`` prints progress when the prediction exceeds
 :data:`AUTO_PROGRESS_SECONDS`. Nothing printed is derived from the data.
 """
 
@@ -24,7 +24,7 @@ from ._kernels import exp_of_exponents
 
 __all__ = ["AUTO_PROGRESS_SECONDS", "HSICProgress", "check_time", "predict_seconds"]
 
-# verbose="auto" prints progress when a fit is predicted to take longer than this.
+# verbose=None prints progress when a fit is predicted to take longer than this.
 AUTO_PROGRESS_SECONDS = 10.0
 # Reference per-operation costs in seconds (measured on the project's 2-core machine);
 # replaced by this machine's measured costs when they predict more than _CALIBRATE_ABOVE.
@@ -127,11 +127,11 @@ def check_time(predicted, max_time, what):
 
 class HSICProgress:
     """Progress of a long dpHSIC release on stderr: the predicted time first, then steps
-    done, elapsed time and ETA. ``verbose`` 1 always prints, 0 never, "auto" when the
+    done, elapsed time and ETA. ``verbose`` 1 always prints, 0 never, None when the
     prediction exceeds :data:`AUTO_PROGRESS_SECONDS`. Public counts and times only."""
 
     def __init__(self, verbose, predicted, total, what, *, every=1.0):
-        if verbose == "auto":
+        if verbose is None:
             verbose = 1 if predicted > AUTO_PROGRESS_SECONDS else 0
         self.verbose, self.total, self.what = int(verbose), max(1, int(total)), what
         self.predicted, self.every = float(predicted), float(every)
@@ -148,13 +148,14 @@ class HSICProgress:
 
     def step(self, k=1):
         self.done += k
-        if not self.verbose:
+        if not self.verbose or self.done <= 0:
             return
         now = time.perf_counter()
         elapsed = now - self.start
-        if self.done < self.total and now - self._last < self.every * max(1.0, elapsed / 20):
+        if self.done < self.total - 1e-9 and now - self._last < self.every * max(
+                1.0, elapsed / 20):
             return
         self._last = now
         eta = elapsed / self.done * (self.total - self.done)
-        self.message(f"{self.what} {self.done}/{self.total} done, {elapsed:.1f} s elapsed, "
-                     f"ETA {eta:.1f} s")
+        self.message(f"{self.what} {self.done:.0f}/{self.total} done, {elapsed:.1f} s "
+                     f"elapsed, ETA {eta:.1f} s")

@@ -162,7 +162,7 @@ def test_max_time_refuses_before_the_charge(monkeypatch):
 
 
 @pytest.mark.parametrize("verbose, predicted, printed", [
-    ("auto", 30.0, True), ("auto", 1.0, False), (0, 30.0, False), (1, 1.0, True)])
+    (None, 30.0, True), (None, 1.0, False), (0, 30.0, False), (1, 1.0, True)])
 def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys, verbose, predicted,
                                                   printed):
     X, y = _data(60)
