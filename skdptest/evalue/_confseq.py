@@ -15,7 +15,7 @@ from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Ra
 from .._recorder import NoisedQuantity, NoisePlan, observe
 from .._validation import is_dask
 from ._confseq_result import ConfidenceSequenceResult
-from ._csbounds import MixturePrior, confidence_bounds
+from ._csbounds import MassCache, MixturePrior, confidence_bounds
 
 __all__ = ["PrivateConfidenceSequence", "batch_ends"]
 
@@ -70,9 +70,9 @@ class _Plan:
     def ends(self):
         return batch_ends(self.rate, self.horizon)
 
-    def interval(self, ys, ns):
+    def interval(self, ys, ns, cache=None):
         """The released interval of the noisy counts so far, in the data's units."""
-        lo, hi = confidence_bounds(ys, ns, self.rate, self.alpha, self.prior)
+        lo, hi = confidence_bounds(ys, ns, self.rate, self.alpha, self.prior, cache)
         span = self.b - self.a
         return self.a + span * lo, min(self.b, self.a + span * hi)
 
@@ -264,7 +264,8 @@ class PrivateConfidenceSequence(BaseStreamingTest):
     def _advance(self, stream, X):
         st, plan = stream.state, stream.plan
         u = (X[:, 0] - plan.a) / (plan.b - plan.a)
-        bits = bernoulli(stream.rng, u)  # random rounding to {a, b}: keeps the mean
+        # random rounding to {a, b}, one fresh uniform per row: keeps the mean
+        bits = bernoulli(stream.rng, u, size=u.shape)
         start, m = 0, bits.shape[0]
         while start < m:
             if st.next_end is None:
@@ -289,7 +290,7 @@ class PrivateConfidenceSequence(BaseStreamingTest):
         st.used += st.filled
         st.pending = st.filled = 0
         st.next_end = None
-        lo, hi = plan.interval(st.ys, st.ns)
+        lo, hi = plan.interval(st.ys, st.ns, st.cache)
         if not st.empty and st.lower is not None:
             new_lo, new_hi = max(st.lower, lo), min(st.upper, hi)
             if new_lo > new_hi:
@@ -380,4 +381,5 @@ class _State:
     upper: float | None = None
     empty: bool = False
     intervals: list = field(default_factory=list)
+    cache: MassCache = field(default_factory=MassCache)  # running sums (of releases)
     result: object = None

@@ -29,7 +29,8 @@ import math
 import numpy as np
 from scipy import special
 
-__all__ = ["MixturePrior", "confidence_bounds", "log_f_bounds", "log_lik_bounds"]
+__all__ = ["MassCache", "MixturePrior", "confidence_bounds", "leaf_excluded", "log_f_bounds",
+           "log_lik_bounds"]
 
 #: The smallest cell examined is the mixture grid's step / REFINE.
 REFINE = 16
@@ -80,7 +81,7 @@ def log_f_bounds(y, n, a, b, rate):
     return low[0], high[0]
 
 
-def log_lik_bounds(ys, ns, a, b, rate):
+def log_lik_bounds(ys, ns, a, b, rate, high=True):
     """Bounds on log L_K(p) = sum_k log f_k(Y_k; p) over cells p in [a, b].
 
     ``low`` sums, over a window of s around the summand's mode, the termwise minimum
@@ -91,17 +92,18 @@ def log_lik_bounds(ys, ns, a, b, rate):
     the cell's nearer end times the noise pmf, a log-concave sequence in s: the ratio
     of consecutive summands is at most its value at the window's edge).
     """
-    low, high = _bounds(np.asarray(ys, dtype=float), np.asarray(ns, dtype=np.int64),
-                        a, b, rate)
-    return low.sum(axis=0), high.sum(axis=0)
+    low, up = _bounds(np.asarray(ys, dtype=float), np.asarray(ns, dtype=np.int64),
+                      a, b, rate, high)
+    return low.sum(axis=0), (up.sum(axis=0) if high else None)
 
 
 #: Most summands evaluated at once (memory bound: about 10 arrays of this length).
 CHUNK = 1 << 21
 
 
-def _bounds(ys, ns, a, b, rate):
-    """Per-batch bounds, arrays of shape (K, C) for K releases and C cells."""
+def _bounds(ys, ns, a, b, rate, need_high=True):
+    """Per-batch bounds, arrays of shape (K, C) for K releases and C cells
+    (``need_high=False``: the lower bounds only; the upper ones are then None)."""
     a = np.atleast_1d(np.asarray(a, dtype=float))
     b = np.atleast_1d(np.asarray(b, dtype=float))
     points = bool(np.all(a == b))
@@ -112,9 +114,9 @@ def _bounds(ys, ns, a, b, rate):
     # sqrt(n)/2) or like e^{-r} past the kink; whatever lies outside is bounded exactly.
     width = np.ceil(np.minimum(4.0 * np.sqrt(n) + 8.0, 40.0 / rate + 8.0))
     mode_a = _mode(y, n, a[None, :], rate)
-    if points:
+    if points or not need_high:  # no upper bound: the window need not reach n [a, b]
         lo = np.clip(mode_a - width, 0, n)
-        hi = np.clip(mode_a + width, 0, n)
+        hi = np.clip((mode_a if points else _mode(y, n, b[None, :], rate)) + width, 0, n)
     else:
         mode_b = _mode(y, n, b[None, :], rate)
         lo = np.clip(np.minimum(mode_a, np.floor(n * a[None, :])) - width, 0, n)
@@ -128,9 +130,11 @@ def _bounds(ys, ns, a, b, rate):
     while seg < lengths.size:  # chunks of whole segments
         stop = int(np.searchsorted(ends, (ends[seg - 1] if seg else 0) + CHUNK, "right"))
         stop = max(stop, seg + 1)
-        _segments(slice(seg, stop), lengths, lo, hi, ys, ns, a, b, rate, log_norm, points,
-                  low, high)
+        _segments(slice(seg, stop), lengths, lo, hi, ys, ns, a, b, rate, log_norm,
+                  points or not need_high, low, high)
         seg = stop
+    if not need_high:
+        return low, None
     # geometric bounds on the summands beyond each window edge (upper bound only)
     tails = [high]
     for edge, step, p_end in ((lo, -1.0, a[None, :]), (hi, 1.0, b[None, :])):
@@ -155,7 +159,7 @@ def _log_term(s, n, p, y, rate, log_norm):
     return _log_binom(s, n, p, log_choose) + log_norm - rate * np.abs(y - s)
 
 
-def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, points, low, high):
+def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, lower_only, low, high):
     """Window sums of the segments ``part`` (flat indices into the (K, C) grid)."""
     idx = np.arange(lengths.size)[part]
     lens = lengths[part]
@@ -167,8 +171,9 @@ def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, points, low, 
     log_choose = _log_choose(s, n, ns[k], rep)
     log_g = log_norm - rate * np.abs(ys[k][rep] - s)
     la = _log_binom_logs(s, n, *_log_pq(a), c, rep, log_choose)
-    if points:
-        lmin = lmax = la
+    if lower_only:
+        lmin = lmax = la if points_only(a, b) else np.minimum(
+            la, _log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose))
     else:
         lb = _log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose)
         lmin = np.minimum(la, lb)
@@ -178,7 +183,7 @@ def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, points, low, 
             sm, nm = s[mid], n[mid]
             lmax[mid] = _log_binom(sm, nm, sm / nm, log_choose[mid])
     out_low = _segment_lse(lmin + log_g, starts, rep)
-    out_high = out_low if points else _segment_lse(lmax + log_g, starts, rep)
+    out_high = out_low if lower_only else _segment_lse(lmax + log_g, starts, rep)
     low.ravel()[idx] = out_low  # low, high are C-contiguous: ravel() is a view
     high.ravel()[idx] = out_high
 
@@ -201,6 +206,10 @@ def _log_choose(s, n, n_seg, rep):
     table = _LOG_FACTORIAL
     si = s.astype(np.int64)
     return table[n_seg][rep] - table[si] - table[n_seg[rep] - si]
+
+
+def points_only(a, b):
+    return bool(np.all(a == b))
 
 
 def _segment_lse(x, starts, rep):
@@ -227,36 +236,95 @@ class MixturePrior:
         self.scale = scale
         self.eta = 1.0 if scale is None else float(uniform_share)
 
-    def log_mass_lower(self, ell_low, idx, a, b):
+    def log_mass_lower(self, ell_low, blocks, a, b):
         """log of a lower bound, over each cell p in [a, b], of
-        N(p) = sum_j w_j(p) exp(ell(q_j)), from lower bounds ``ell_low`` at grid indices
-        ``idx`` (the other grid points are dropped: a lower bound)."""
-        log_uniform = math.log(self.eta) + special.logsumexp(ell_low) - math.log(self.G + 1)
+        N(p) = sum_j w_j(p) exp(ell(q_j)), from lower bounds ``ell_low`` of ell over
+        blocks of consecutive alternatives ``blocks = (qa, qb, count)`` (the other
+        alternatives are dropped: a lower bound)."""
+        qa, qb, count = blocks
+        log_count = np.log(count)
+        log_uniform = math.log(self.eta) + _lse1(ell_low + log_count) - math.log(self.G + 1)
         a = np.atleast_1d(a)
         if self.scale is None:
             return np.full(a.shape, log_uniform)
         b = np.atleast_1d(b)
         tau2 = 2.0 * self.scale**2
-        q = self.q[idx]
-        far = np.maximum((q[None, :] - a[:, None]) ** 2, (q[None, :] - b[:, None]) ** 2)
+        far = np.maximum(np.abs(qb[None, :] - a[:, None]), np.abs(b[:, None] - qa[None, :]))
         dist = np.maximum(0.0, np.maximum(a[:, None] - self.q[None, :],
                                           self.q[None, :] - b[:, None]))
         log_zmax = special.logsumexp(-dist**2 / tau2, axis=1)
-        local = special.logsumexp(ell_low[None, :] - far / tau2, axis=1) - log_zmax
+        local = special.logsumexp((ell_low + log_count)[None, :] - far**2 / tau2, axis=1) \
+            - log_zmax
         return np.logaddexp(log_uniform, math.log1p(-self.eta) + local)
 
-    def log_uniform_lower(self, ell_low):
-        """The uniform share alone (a lower bound of N over any set of candidates)."""
-        return math.log(self.eta) + special.logsumexp(ell_low) - math.log(self.G + 1)
+
+def _lse1(x):
+    m = float(np.max(x))
+    return m + math.log(float(np.sum(np.exp(x - m)))) if math.isfinite(m) else m
 
 
-def _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, idx):
+def _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, blocks):
     """Whether every p in each cell [a, b] has M_K(p) >= 1/alpha (bounds above)."""
     high = log_lik_bounds(ys, ns, a, b, rate)[1]
-    return high <= prior.log_mass_lower(ell_low, idx, a, b) + log_alpha
+    return high <= prior.log_mass_lower(ell_low, blocks, a, b) + log_alpha
 
 
-def confidence_bounds(ys, ns, rate, alpha, prior, resolution=None):
+#: Blocks of alternatives span at most the public standard error / BLOCK: the lower
+#: bound of the likelihood over a block then loses little (about 0.1 nats).
+BLOCK = 16.0
+
+
+class MassCache:
+    """Running lower bounds of log L over blocks of alternatives, kept between the
+    releases of one stream (each block's sum over the batches already added)."""
+
+    def __init__(self):
+        self.levels = {}
+
+    def get(self, width, G):
+        if width not in self.levels:
+            nb = G // width + 1
+            self.levels[width] = (np.zeros(nb, dtype=np.int64), np.zeros(nb))
+        return self.levels[width]
+
+
+def _mass_points(ys, ns, rate, prior, cache):
+    """Blocks of consecutive alternatives where the likelihood has its mass, and lower
+    bounds of log L_K over each (the other alternatives are dropped: a lower bound of
+    N). Blocks hold ``width`` grid points, a power of two at most the
+    public standard error / BLOCK (a function of the batch sizes and ε), so that the lower
+    bound over a block loses little; the range is data-driven (post-processing of the
+    releases)."""
+    G = prior.G
+    total = float(ns.sum())
+    K = ys.size
+    centre = min(max(ys.sum() / total, 0.0), 1.0)
+    se = math.sqrt(0.25 / total + 2.0 * K / (rate * total) ** 2)
+    width = 1 << max(0, int(math.floor(math.log2(max(1.0, se * G / BLOCK)))))
+    half = 8.0 * se + 2.0 * width / G
+    b0 = max(0, int(math.floor((centre - half) * G)) // width)
+    b1 = min(G // width, int(math.ceil((centre + half) * G)) // width)
+    blk = np.arange(b0, b1 + 1)
+    first = blk * width
+    last = np.minimum(first + width - 1, G)
+    qa, qb = prior.q[first], prior.q[last]
+    blocks = (qa, qb, (last - first + 1).astype(float))
+    if cache is None:
+        return blocks, log_lik_bounds(ys, ns, qa, qb, rate, high=False)[0]
+    done_all, value_all = cache.get(width, G)
+    done, value = done_all[blk], value_all[blk].copy()
+    for start in np.unique(done):
+        if start >= K:
+            continue
+        sel = done == start
+        value[sel] += log_lik_bounds(ys[start:], ns[start:], qa[sel], qb[sel], rate,
+                                     high=False)[0]
+    done_all[blk] = K
+    value_all[blk] = value
+    return blocks, value
+
+
+def confidence_bounds(ys, ns, rate, alpha, prior, cache=None):
     """The confidence set {p : M_K(p) < 1/alpha} of released counts, as an interval.
 
     Parameters
@@ -271,39 +339,46 @@ def confidence_bounds(ys, ns, rate, alpha, prior, resolution=None):
         1 - confidence level.
     prior : MixturePrior
         The mixture of alternatives.
-    resolution : float, optional
-        Width of the smallest cell examined (default: the prior's grid step / 64).
+    cache : MassCache or None
+        Running sums kept between calls on the same stream (releases appended, never
+        changed).
 
     Returns
     -------
     lower, upper : float
         An interval that contains every p with M_K(p) < 1/alpha (never empty: it
-        contains the maximum-likelihood mean), its ends on multiples of ``resolution``.
+        contains the maximum-likelihood mean), its ends on multiples of
+        ``1 / (G * REFINE)``.
     """
     ys = np.asarray(ys, dtype=float)
     ns = np.asarray(ns, dtype=np.int64)
     if ys.size == 0:
         return 0.0, 1.0
-    G, log_alpha = prior.G, math.log(alpha)
-    leaf = 1.0 / (G * REFINE) if resolution is None else resolution
-    total = float(ns.sum())
-    centre = min(max(ys.sum() / total, 0.0), 1.0)
-    # The mixture's alternatives where the likelihood has its mass (the others are
-    # dropped: a lower bound of N). A data-driven range: post-processing of releases.
-    se = math.sqrt(0.25 / total + 2.0 * ys.size / (rate * total) ** 2)
-    half = 10.0 * se + 2.0 / G
-    j0 = max(0, int(math.floor((centre - half) * G)))
-    j1 = min(G, int(math.ceil((centre + half) * G)))
-    idx = np.arange(j0, j1 + 1)
-    q = prior.q[idx]
-    ell_low = log_lik_bounds(ys, ns, q, q, rate)[0]
+    log_alpha = math.log(alpha)
+    blocks, ell_low = _mass_points(ys, ns, rate, prior, cache)
 
     def excluded(a, b):
-        return _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, idx)
+        return _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, blocks)
 
-    lower = _extreme(excluded, leaf, side=0)
-    upper = _extreme(excluded, leaf, side=1)
-    return lower, upper
+    leaf = 1.0 / (prior.G * REFINE)
+    return _extreme(excluded, leaf, side=0), _extreme(excluded, leaf, side=1)
+
+
+def leaf_excluded(ys, ns, rate, alpha, prior, p, cache=None):
+    """Whether the checks of :func:`confidence_bounds` exclude the leaf cell holding
+    ``p`` (both leaves when p is on their common edge). A mean outside the interval
+    that :func:`confidence_bounds` reports has its leaf excluded, so counting these
+    exclusions over-counts the misses of the reported interval (coverage checks)."""
+    ys = np.asarray(ys, dtype=float)
+    ns = np.asarray(ns, dtype=np.int64)
+    blocks, ell_low = _mass_points(ys, ns, rate, prior, cache)
+    leaf = 1.0 / (prior.G * REFINE)
+    k = math.floor(p / leaf)
+    a = np.array([(k - 1) * leaf, k * leaf]) if p == k * leaf else np.array([k * leaf])
+    a = a[(a >= 0.0) & (a < 1.0)]
+    out = _excluded(ys, ns, a, np.minimum(a + leaf, 1.0), rate, math.log(alpha), prior,
+                    ell_low, blocks)
+    return bool(np.all(out))
 
 
 #: Children per cell in the search of an endpoint.
