@@ -1,63 +1,54 @@
-"""Parameter checks shared by all estimators.
+"""Argument checks for the code outside an estimator's constraint table.
 
-Every check names the parameter in its message and raises ``TypeError`` for a
-wrong type and ``ValueError`` for a wrong value (``check_real`` and ``check_int``:
-:class:`~skdptest.InvalidParameterError`, which is both), before any budget is
-charged.
+``check_real`` and ``check_int`` are thin users of :mod:`skdptest._params` (one
+validator family): the same ``Interval`` normalisation, refusals and messages as an
+estimator's ``_parameter_constraints`` (an :class:`~skdptest.InvalidParameterError`,
+a ``ValueError`` and a ``TypeError``, naming the argument), for functions and
+mechanisms that take plain arguments. ``check_budget`` and ``check_generator`` serve the
+base class.
 """
 
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
 
 from ._budget import PrivacyBudget
-from ._params import InvalidParameterError, _shown
+from ._params import Interval, check_value
 
 __all__ = [
+    "check_alpha",
     "check_budget",
+    "check_delta",
+    "check_epsilon",
     "check_generator",
     "check_int",
     "check_real",
     "is_dask",
 ]
 
+#: (low_open, high_open) -> the Interval's ``closed``.
+_CLOSED = {(False, False): "both", (True, False): "right", (False, True): "left",
+           (True, True): "neither"}
+
 
 def check_real(value, name, *, low=None, high=None, low_open=False, high_open=False,
                allow_inf=False):
-    """Return ``value`` as a float after checking type, finiteness and range.
+    """Return ``value`` as a float: ``Interval(Real, low, high)`` of :mod:`._params`.
 
-    ``low``/``high`` are inclusive unless ``low_open``/``high_open``.
+    ``low``/``high`` are inclusive unless ``low_open``/``high_open``; NaN is always
+    refused, ±inf unless ``allow_inf``.
     """
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise InvalidParameterError(f"{name} must be a real number, got {type(value).__name__}.")
-    try:
-        value = float(value)
-    except OverflowError:  # an int or Fraction above float64's range
-        raise InvalidParameterError(f"{name} must be finite, got a number outside the range of "
-                         "float64.") from None
-    if math.isnan(value) or (not allow_inf and math.isinf(value)):
-        raise InvalidParameterError(f"{name} must be finite, got {value}.")
-    if low is not None and (value < low or (low_open and value == low)):
-        op = ">" if low_open else ">="
-        raise InvalidParameterError(f"{name} must be {op} {low}, got {value}.")
-    if high is not None and (value > high or (high_open and value == high)):
-        op = "<" if high_open else "<="
-        raise InvalidParameterError(f"{name} must be {op} {high}, got {value}.")
-    return value
+    interval = Interval(Real, low, high, closed=_CLOSED[bool(low_open), bool(high_open)],
+                        allow_inf=allow_inf)
+    return check_value(value, [interval], name)
 
 
 def check_int(value, name, *, low=None):
-    """Return ``value`` as an int after checking its type and lower bound."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InvalidParameterError(f"{name} must be an integer, got {type(value).__name__}.")
-    value = int(value)
-    if low is not None and value < low:
-        raise InvalidParameterError(f"{name} must be >= {low}, got {_shown(value)}.")
-    return value
+    """Return ``value`` as an int: ``Interval(Integral, low, None)`` of :mod:`._params`."""
+    return check_value(value, [Interval(Integral, low, None)], name)
 
 
 def check_epsilon(value, name="epsilon"):

@@ -280,13 +280,13 @@ def test_parameter_errors():
         dp_permutation_pvalue(np.array([1.0, np.nan]), 1.0, 1.0, 0.0, rng)
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         dp_permutation_pvalue(s, 1.0, 1.0, 0.0, 0)
-    with pytest.raises(ValueError, match="sensitivity must be > 0"):
+    with pytest.raises(ValueError, match=r"sensitivity must be a real number in \(0, inf\)"):
         dp_permutation_pvalue(s, 0.0, 1.0, 0.0, rng)
-    with pytest.raises(ValueError, match="epsilon must be > 0"):
+    with pytest.raises(ValueError, match=r"epsilon must be a real number in \(0, inf\)"):
         dp_permutation_pvalue(s, 1.0, -1.0, 0.0, rng)
-    with pytest.raises(ValueError, match="delta must be < 1"):
+    with pytest.raises(ValueError, match=r"delta must be a real number in \[0, 1\); got 1\.0"):
         dp_permutation_pvalue(s, 1.0, 1.0, 1.0, rng)
-    with pytest.raises(ValueError, match="abs_error must be >= 0"):
+    with pytest.raises(ValueError, match=r"abs_error must be a real number in \[0, inf\)"):
         dp_permutation_pvalue(s, 1.0, 1.0, 0.0, rng, abs_error=-1e-9)
     with pytest.raises(ValueError, match="too small for the exact sampler"):
         dp_permutation_pvalue(s, 1.0, 1e-6, 0.0, rng)

@@ -181,8 +181,10 @@ def test_optimal_refuses_laws_without_exact_normaliser():
     [
         ("N(0,1)", stats.norm(), 1.0, TypeError, "null must be a frozen scipy.stats"),
         (stats.norm(), stats.bernoulli(0.5), 1.0, ValueError, "both be discrete or both"),
-        (stats.norm(), stats.norm(1), 0.0, ValueError, "epsilon must be > 0"),
-        (stats.norm(), stats.norm(1), float("nan"), ValueError, "epsilon must be finite"),
+        (stats.norm(), stats.norm(1), 0.0, ValueError,
+         r"epsilon must be a real number in \(0, inf\); got 0\.0"),
+        (stats.norm(), stats.norm(1), float("nan"), ValueError,
+         r"epsilon must be a real number in \(0, inf\); got nan"),
     ],
 )
 def test_optimal_rate_bad_input(null, alt, eps, exc, match):

@@ -373,11 +373,12 @@ def test_p_bar_abstract_and_exact():
     # direct branch with delta > 0: the guaranteed level is at least the abstract's
     assert gtm_p_bar(1, 0.05, 0.3, delta_t=1e-3, exact=True) >= gtm_p_bar(
         1, 0.05, 0.3, delta_t=1e-3)
-    with pytest.raises(ValueError, match="p_star must be < 1.0"):
+    with pytest.raises(ValueError, match=r"p_star must be a real number in \(0, 1\); got 1\.0"):
         gtm_p_bar(1, 0.05, 1.0)
-    with pytest.raises(ValueError, match="approximation must be <= 2.0"):
+    with pytest.raises(ValueError, match=r"approximation must be a real number in \(1, 2\]"):
         gtm_p_bar(1, 0.05, 0.5, approximation=2.5)
-    with pytest.raises(ValueError, match="failure_probability must be > 0.0"):
+    with pytest.raises(ValueError,
+                       match=r"failure_probability must be a real number in \(0, 1\); got 0\.0"):
         gtm_lambda(1, 0.05, failure_probability=0.0)
     with pytest.raises(ValueError, match="t must be an integer >= 1"):
         gtm_lambda(0, 0.05)

@@ -86,9 +86,9 @@ def test_check_mechanism_and_outputs():
         check_outputs(np.ones(2), 3)
     with pytest.raises(ValueError, match="outputs other than ±1"):
         check_outputs(np.array([1, 0, -1]), 3)
-    with pytest.raises(ValueError, match="epsilon must be > 0.0"):
+    with pytest.raises(ValueError, match=r"epsilon must be a real number in \(0, inf\)"):
         RandomizedResponse(lambda X, y: True, 0.0)
-    with pytest.raises(ValueError, match="delta must be > 0.0"):
+    with pytest.raises(ValueError, match=r"delta must be a real number in \(0, 1\); got 0\.0"):
         GaussianThresholdQuery(lambda X, y: 0.0, 0.0, 1.0, 0.0)
 
 
