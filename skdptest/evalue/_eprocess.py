@@ -13,7 +13,7 @@ from .._noise import RATE_BITS
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options
 from .._recorder import NoisePlan
 from .._warnings import warn_leak
-from ._cache import _cached
+from ._cache import _cached, law_tokens, snapshot
 from ._evalue import (
     COMMON_CONSTRAINTS,
     batch_noised_quantities,
@@ -386,12 +386,19 @@ class PrivateEProcess(BaseStreamingTest):
 
     def _plan(self, params, X, y):
         warn_default_laws(params, X.shape[1])
-        key = ("plan", id(params["null"]), id(params["alternative"]), params["statistic"],
-               params["epsilon"], params["beta"] is None, repr(params["schedule"]),
-               params["rho"], X.shape[1])
-        plan = _cached(key, (params["null"], params["alternative"]),
-                       lambda: _Plan(params, X.shape[1]))
-        plan.laws.log_ratio(X)  # refuses rows outside the null's support, before charging
+        # keyed by the laws' values (fresh but equal law objects share one plan); a
+        # plan keyed by value is built on private copies of the laws
+        tokens, anchors = law_tokens(params["null"], params["alternative"])
+        key = ("plan", tokens, params["statistic"], params["epsilon"],
+               params["beta"] is None, repr(params["schedule"]), params["rho"], X.shape[1])
+
+        def compute():
+            own = dict(params, null=snapshot(params["null"], tokens[0]),
+                       alternative=snapshot(params["alternative"], tokens[1]))
+            return _Plan(own, X.shape[1])
+
+        plan = _cached(key, anchors, compute)
+        plan.laws.check_rows(X)  # refuses rows outside the null's support, before charging
         plan.check_first_batch(params["max_samples"])  # e.g. a tiny ε, before charging
         return plan
 

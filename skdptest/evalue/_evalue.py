@@ -26,9 +26,9 @@ from .._params import (
 )
 from .._recorder import NoisedQuantity, NoisePlan
 from .._warnings import find_stack_level, warn_leak
-from ._cache import _cached
+from ._cache import _cached, law_tokens, snapshot
 from ._exact import exact_model
-from ._laws import check_law, make_laws
+from ._laws import _dim, check_law, make_laws
 from ._merge import expected_log_release, plan_release, release, release_noise, release_sum
 from ._optimal import optimal_statistic, tslr_statistic
 from ._results import EValueResult
@@ -96,9 +96,11 @@ def check_laws(params):
     if params["null"] is not None:
         for name in ("null", "alternative"):
             law = params[name]
+            tokens, anchors = law_tokens(law)
             try:
-                # public (the law alone), memoised: quantiles of a custom law are slow
-                _cached(("check_law", id(law), name), (law,),
+                # public (the law alone), memoised by the law's values: quantiles of a
+                # custom law are slow
+                _cached(("check_law", tokens[0], name), anchors,
                         lambda law=law, name=name: check_law(law, name))
             except (TypeError, ValueError) as exc:
                 raise InvalidParameterError(str(exc)) from exc
@@ -108,11 +110,15 @@ def check_laws(params):
 def resolve_statistic(params, n_features):
     """The laws and the per-row statistic of an e-value estimator, for ``n_features``."""
     epsilon, name = mechanism_epsilon(params["epsilon"]), params["statistic"]
+    # keyed by the laws' values (``_cache.law_token``): fresh but equal law objects,
+    # e.g. written inline or deep-copied by ``clone``, share one plan
+    tokens, anchors = law_tokens(params["null"], params["alternative"])
 
     def compute():
         null, alternative = (
             default_laws(n_features) if params["null"] is None
-            else (params["null"], params["alternative"])
+            else (snapshot(params["null"], tokens[0]),
+                  snapshot(params["alternative"], tokens[1]))
         )
         laws = make_laws(null, alternative)
         if laws.n_features != n_features:
@@ -133,8 +139,7 @@ def resolve_statistic(params, n_features):
             return laws, exact
         return laws, tslr_statistic(laws, epsilon)
 
-    anchors = (params["null"], params["alternative"])
-    key = ("stat", id(anchors[0]), id(anchors[1]), name, epsilon, n_features)
+    key = ("stat", tokens, name, epsilon, n_features)
     return _cached(key, anchors, compute)
 
 
@@ -339,7 +344,7 @@ class PrivateEValueTest(BasePrivateTest):
                 "'tslr' (their integer row sums are computed per chunk)."
             )
         if stat.name == "exact":
-            laws.log_ratio(check_finite(X))
+            laws.check_rows(check_finite(X))
             try:  # the sampler's rate is planned now: a tiny ε refuses before the charge
                 stat.noise_scale(X.shape[0], mechanism_epsilon(params["epsilon"]))
             except ValueError as exc:
@@ -354,7 +359,9 @@ class PrivateEValueTest(BasePrivateTest):
         elif plan.table is not None:
             plan.table.check(X)  # support and finiteness, counts discarded
         else:
-            laws.log_ratio(check_finite(X))
+            # the null's support only (nothing for Gaussian laws): the log-ratio is
+            # computed once, in the release
+            laws.check_rows(check_finite(X))
         return plan
 
     def _release(self, prep, rng):
@@ -530,7 +537,9 @@ def expected_log_e_value(null, alternative, n_samples, epsilon, *, statistic="op
     if null is None:
         raise InvalidParameterError("null and alternative must be given.")
     epsilon = mechanism_epsilon(params["epsilon"])
-    laws, stat = resolve_statistic(params, make_laws(null, alternative).n_features)
+    # the dimension of the laws (make_laws, inside the memoised resolve_statistic,
+    # refuses laws of different dimensions or kinds)
+    laws, stat = resolve_statistic(params, _dim(null))
     if stat.name == "exact":
         return stat.expected_log_e(n_samples, epsilon)
     stat, lam, _ = resolve_plan(params["bet"], laws, stat, n_samples, epsilon)

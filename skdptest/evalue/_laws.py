@@ -388,9 +388,30 @@ class _Laws:
     # planner searches clip ranges only then (univariate quadrature costs ~1 s each).
     fast_rates = False
 
+    #: Rows per chunk of the fused release (``_merge.fused_integer_sum``) and of
+    #: :meth:`check_rows`: large enough that scipy's per-call overhead is negligible,
+    #: small enough that the temporaries stay far below the data.
+    chunk_rows = 1 << 16
+
     def log_ratio(self, X):
         """L for each row of X; ``ValueError`` for rows outside the null's support."""
         raise NotImplementedError
+
+    def _null_log_density(self, X):
+        """log p of each row (any non-finite value: outside the null's support)."""
+        raise NotImplementedError
+
+    def check_rows(self, X):
+        """Refuse (``ValueError``, as :meth:`log_ratio`) rows outside the null's support,
+        keeping nothing: the null's log-density only, chunk by chunk, every chunk read
+        before refusing (the time does not say where the row is)."""
+        inside = True
+        with np.errstate(all="ignore"):  # reads the data: no warning may depend on it
+            for start in range(0, X.shape[0], self.chunk_rows):
+                lp = self._null_log_density(X[start:start + self.chunk_rows])
+                inside &= bool(np.isfinite(lp).all())
+        if not inside:
+            self._outside()
 
     def tails(self, lo, hi):
         """(P(L < lo), Q(lo <= L <= hi), P(L > hi)) for lo <= hi."""
@@ -452,6 +473,9 @@ class _DiscreteLaws(_Laws):
                 self._outside()
             return self.alternative.logpmf(x) - lp
 
+    def _null_log_density(self, X):
+        return self.null.logpmf(X[:, 0])
+
     def tails(self, lo, hi):
         L = self.L
         return (
@@ -505,10 +529,17 @@ class _GaussianLaws(_Laws):
         self.w = w
         self._w_scaled = np.ldexp(w, -self.shift_bits)
 
+    #: The Gaussian log-ratio is a few cheap passes: chunks that stay in cache.
+    chunk_rows = 1 << 14
+
     def log_ratio(self, X):
         # reads the data: no floating-point warning may depend on it
         with np.errstate(all="ignore"):
             return np.ldexp((X - self.mu_p - self.half) @ self._w_scaled, self.shift_bits)
+
+    def check_rows(self, X):
+        """Nothing to check: every finite row is in the support (R^d), and finiteness
+        is checked by the caller (``check_finite``) before the plan."""
 
     def _mean(self, under):
         return -self.s2 / 2 if under == "P" else self.s2 / 2
@@ -592,6 +623,9 @@ class _UnivariateLaws(_Laws):
             if bad.any():
                 self._outside()
             return self.alternative.logpdf(x) - lp
+
+    def _null_log_density(self, X):
+        return self.null.logpdf(X[:, 0])
 
     def _crossings(self, a, b, pred):
         """Brackets (lo, hi) of adjacent floats with pred(lo) = pred(a) != pred(hi),
@@ -720,6 +754,9 @@ class _MonteCarloLaws(_Laws):
             if bad.any():
                 self._outside()
             return self._logpdf(self.alternative, X) - lp
+
+    def _null_log_density(self, X):
+        return self._logpdf(self.null, X)
 
     def expect(self, h, under, breaks=()):
         return float(np.mean(h(self._draws[under])))

@@ -48,6 +48,7 @@ __all__ = [
     "choose_bet",
     "choose_clip",
     "expected_log_release",
+    "fused_integer_sum",
     "merged_integer",
     "merged_sensitivity",
     "noise_scale",
@@ -197,6 +198,58 @@ def row_integer_sum(terms, noise):
     t = np.clip(np.asarray(terms, dtype=float), noise.lo, noise.hi)
     a = floor_to_grid(t, noise.fine).astype(np.int64)
     return sum(int(np.sum(a[i:i + _CHUNK])) for i in range(0, a.size, _CHUNK))
+
+
+#: Rows per float sum of per-row integers (each of magnitude below 2^_ROW_BITS - 1):
+#: every partial sum is an integer below 2^53, so the float sum is exact.
+_EXACT_FLOAT_ROWS = 2 ** (53 - _ROW_BITS)
+
+
+def fused_integer_sum(X, laws, stat, bet, noise):
+    """S = Σ_i floor(clip(t_i) / h) of the rows of ``X``, t_i = log(1 − λ + λ E(L_i)),
+    exactly (a Python int): the same float operations as
+    ``row_integer_sum(_log_merge(stat.log_e(laws.log_ratio(X)), bet), noise)`` on the
+    same values, hence the same integer, in one pass over ``X``.
+
+    The rows go through in chunks of ``laws.chunk_rows`` (log-ratio, statistic, merge,
+    clip and floor in place on the chunk, then exact float sums of 2^13 integers), so
+    the temporaries are a few chunks whatever n is (doc/evalues.md, 'Cost per row').
+    The work is the same for every chunk: no branch on the values.
+    """
+    lo, hi, fine = noise.lo, noise.hi, noise.fine
+    # public: every clipped row's quotient is below 2^_ROW_BITS - 1 (release_noise's k)
+    if not max(abs(lo), abs(hi)) / fine < 2.0 ** (_ROW_BITS - 1):
+        raise ValueError(f"values / grid overflows the exact row sums (grid={fine}).")
+    # a quotient v / h underflows to ±0 only for h > 1 (h a power of two)
+    underflow = fine > 1.0
+    merge = bet != 1.0
+    step = max(_EXACT_FLOAT_ROWS, laws.chunk_rows // _EXACT_FLOAT_ROWS * _EXACT_FLOAT_ROWS)
+    total, finite = 0, True
+    n = X.shape[0]
+    for start in range(0, n, step):
+        t = laws.log_ratio(X[start:start + step])
+        if not (type(t) is np.ndarray and t.dtype == np.float64 and t.flags.writeable
+                and t.flags.owndata):
+            t = np.array(t, dtype=np.float64)  # never write over the caller's data
+        stat.log_e_inplace(t)
+        if merge:  # _log_merge: log1p(λ expm1(log E))
+            np.expm1(t, out=t)
+            np.multiply(bet, t, out=t)
+            np.log1p(t, out=t)
+        np.clip(t, lo, hi, out=t)
+        # floor_to_grid: floor(v / h), with floor(−0) of an underflowed negative → −1
+        v = t.copy() if underflow else None
+        np.divide(t, fine, out=t)
+        np.floor(t, out=t)
+        if underflow:
+            t[(t == 0) & (v < 0)] = -1.0
+        sums = np.add.reduceat(t, np.arange(0, t.size, _EXACT_FLOAT_ROWS))
+        finite &= bool(np.isfinite(sums).all())
+        if finite:
+            total += int(sums.astype(np.int64).sum())
+    if not finite:  # after every chunk: the running time does not say where
+        raise ValueError("values must be finite to be floored onto the grid.")
+    return total
 
 
 def merged_integer(terms, noise):

@@ -55,12 +55,20 @@ class EStatistic:
         are computable exactly, else the clip bounds); they set the sensitivity.
     """
 
-    def __init__(self, name, log_e, log_lo, log_hi):
-        self.name, self._log_e = name, log_e
+    def __init__(self, name, log_e, log_lo, log_hi, log_e_inplace=None):
+        self.name, self._log_e, self._inplace = name, log_e, log_e_inplace
         self.log_lo, self.log_hi = float(log_lo), float(log_hi)
 
     def log_e(self, L):
         return self._log_e(np.asarray(L, dtype=float))
+
+    def log_e_inplace(self, L):
+        """``log_e(L)`` written over ``L`` (a float64 array the caller owns): the same
+        float operations in the same order, so the same values, with no temporary."""
+        if self._inplace is None:
+            L[...] = self.log_e(L)
+            return L
+        return self._inplace(L)
 
 
 def _solve_clip(laws, epsilon):
@@ -123,7 +131,11 @@ def optimal_statistic(laws, epsilon):
     def log_e(L):
         return clip(L) - shift
 
-    stat = EStatistic("optimal", log_e, log_lo, log_hi)
+    def log_e_inplace(L):
+        np.clip(L, a, b, out=L)
+        return np.subtract(L, shift, out=L)
+
+    stat = EStatistic("optimal", log_e, log_lo, log_hi, log_e_inplace)
     if hasattr(laws, "clip_mean_q"):
         rate = laws.clip_mean_q(a, b) - shift
     else:
@@ -154,10 +166,18 @@ def tslr_statistic(laws, epsilon):
         with np.errstate(over="ignore"):
             return np.log(base + slope * np.minimum(cap, np.exp(L)))
 
+    def log_e_inplace(L):
+        with np.errstate(over="ignore"):
+            np.exp(L, out=L)
+            np.minimum(cap, L, out=L)
+            np.multiply(slope, L, out=L)
+            np.add(base, L, out=L)
+            return np.log(L, out=L)
+
     lmin, lmax = laws.l_range() if laws.exact else (-math.inf, math.inf)
     log_lo = float(log_e(np.array([lmin]))[0])
     log_hi = float(log_e(np.array([lmax]))[0])
-    return EStatistic("tslr", log_e, log_lo, log_hi)
+    return EStatistic("tslr", log_e, log_lo, log_hi, log_e_inplace)
 
 
 def optimal_rate(null, alternative, epsilon):

@@ -265,12 +265,14 @@ class RowTable:
 
 
 def integer_sum(X, laws, stat, bet, noise, table=None):
-    """S = Σ_i floor(clip(t_i) / h) of the rows of ``X`` (exact Python int)."""
-    from ._merge import _log_merge, row_integer_sum
+    """S = Σ_i floor(clip(t_i) / h) of the rows of ``X`` (exact Python int): by value
+    counts for a table, else fused chunk by chunk (``_merge.fused_integer_sum``: one
+    log-ratio per row, temporaries of a few chunks)."""
+    from ._merge import fused_integer_sum
 
     if table is not None:
         return table.integer_sum(X)
-    return row_integer_sum(_log_merge(stat.log_e(laws.log_ratio(X)), bet), noise)
+    return fused_integer_sum(X, laws, stat, bet, noise)
 
 
 def check_block(X, laws, table=None):
@@ -281,5 +283,5 @@ def check_block(X, laws, table=None):
         return 0
     if not np.all(np.isfinite(X)):
         raise ValueError("Input X contains NaN or infinity.")
-    laws.log_ratio(X)
+    laws.check_rows(X)
     return 0

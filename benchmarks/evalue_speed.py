@@ -1,0 +1,165 @@
+"""Speed of repeated e-value fits: plans cached by the laws' values, the fused release.
+
+Three measurements (issue 20, item 5), on a Gaussian pair P = N(0, 1), Q = N(0.5, 1):
+
+1. fresh-object fits at n = 10: ``PrivateEValueTest(stats.norm(0, 1), stats.norm(0.5,
+   1)).fit(X)`` with new law objects every time (the plan cache is keyed by the laws'
+   values): the first (cold) fit, then the median over ``--fits`` fits of the fit call
+   alone and of the fit with the construction of the two laws (scipy's ``freeze``
+   alone costs about a millisecond); the same with reused law objects; and the time
+   per fit of ``skdptest.power.simulate_power`` (which clones the estimator, i.e.
+   deep-copies the laws, every repeat);
+2. a fit at ``--rows`` rows (default 10^7), in units of ``x.sum()`` on the same array
+   (median of 5), next to the unfused reference computation of the same release
+   integer (the log-ratio twice, whole-array temporaries: the computation before this
+   change) and to the costs of ``np.expm1`` and ``np.log1p`` alone, which the merged
+   release pays per row (they are computed exactly as before, so that the release is
+   bit-identical);
+3. peak temporaries during that fit (``tracemalloc``: numpy reports its buffers) as a
+   multiple of the data's size.
+
+Run ``python benchmarks/evalue_speed.py`` (``--rows 1e6`` for a quick look); the saved
+table is ``benchmarks/results/evalue_speed.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import tracemalloc
+import warnings
+
+import numpy as np
+from scipy import stats
+
+from skdptest import PrivateEValueTest
+from skdptest.evalue import _cache
+from skdptest.evalue._evalue import merged_plan, resolve_statistic
+from skdptest.evalue._merge import _log_merge, fused_integer_sum, row_integer_sum
+from skdptest.evalue._rows import check_finite
+from skdptest.power import simulate_power
+
+
+def laws():
+    return stats.norm(0, 1), stats.norm(0.5, 1)
+
+
+def fit(null, alt, X, seed=0):
+    return PrivateEValueTest(null, alt, random_state=seed).fit(X)
+
+
+def small_fits(n_fits):
+    X = np.random.default_rng(0).normal(0.5, 1.0, size=(10, 1))
+    _cache._PLANS.clear()
+    t0 = time.perf_counter()
+    fit(*laws(), X)
+    cold = time.perf_counter() - t0
+    fresh, with_laws, reused = [], [], []
+    P, Q = laws()
+    for i in range(n_fits):
+        t0 = time.perf_counter()
+        null, alt = laws()
+        t1 = time.perf_counter()
+        fit(null, alt, X, i)
+        t2 = time.perf_counter()
+        fit(P, Q, X, i)
+        t3 = time.perf_counter()
+        fresh.append(t2 - t1)
+        with_laws.append(t2 - t0)
+        reused.append(t3 - t2)
+    t0 = time.perf_counter()
+    table = simulate_power(PrivateEValueTest(*laws()),
+                           lambda n, rng: (rng.normal(0.5, 1.0, size=(n, 1)), None),
+                           n_samples=10, n_repeats=n_fits, random_state=0)
+    sim = (time.perf_counter() - t0) / n_fits
+    assert len(table) == 1
+    return cold, statistics.median(fresh), statistics.median(with_laws), \
+        statistics.median(reused), sim
+
+
+def median_time(func, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        func()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def reference_integer(X, plan):
+    """The release integer as computed before (log-ratio in the plan's check and again
+    in the release, whole-array temporaries)."""
+    plan.laws.log_ratio(check_finite(X))
+    return row_integer_sum(_log_merge(plan.stat.log_e(plan.laws.log_ratio(X)), plan.bet),
+                           plan.noise)
+
+
+def peak_ratio(func, nbytes):
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    func()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak / nbytes
+
+
+def big_fit(rows, repeats):
+    x = np.random.default_rng(1).normal(0.25, 1.0, size=(rows, 1))
+    laws_, stat = resolve_statistic({"null": laws()[0], "alternative": laws()[1],
+                                     "statistic": "optimal", "epsilon": 1.0}, 1)
+    plan = merged_plan("auto", laws_, stat, rows, 1.0)
+    fit(*laws(), x)  # plan once (public, cached)
+    unit = median_time(x.sum, 5)
+    t_fit = median_time(lambda: fit(*laws(), x), repeats)
+    t_ref = median_time(lambda: reference_integer(x, plan), repeats)
+    fused = fused_integer_sum(x, plan.laws, plan.stat, plan.bet, plan.noise)
+    assert fused == reference_integer(x, plan)  # the same release integer
+    t_unmerged = median_time(
+        lambda: fused_integer_sum(x, plan.laws, plan.stat, 1.0, plan.noise), repeats)
+    col = x[:, 0]
+    t_expm1 = median_time(lambda: np.expm1(col), 3)
+    t_log1p = median_time(lambda: np.log1p(col * 0.5), 3) - median_time(lambda: col * 0.5, 3)
+    mem_fit = peak_ratio(lambda: fit(*laws(), x), x.nbytes)
+    mem_ref = peak_ratio(lambda: reference_integer(x, plan), x.nbytes)
+    return dict(unit=unit, fit=t_fit, ref=t_ref, unmerged=t_unmerged, expm1=t_expm1,
+                log1p=t_log1p, mem_fit=mem_fit, mem_ref=mem_ref, bet=plan.bet)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fits", type=int, default=200)
+    parser.add_argument("--rows", type=float, default=1e7)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")  # FixedRandomStateWarning: seeds for timing only
+    print(f"# evalue_speed.py --fits {args.fits} --rows {args.rows:g}; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    cold, fresh, with_laws, reused, sim = small_fits(args.fits)
+    print(f"\n1. Gaussian fit at n = 10 (median over {args.fits} fits after the first)")
+    print("| case | ms per fit |")
+    print("|---|---:|")
+    print(f"| first fit, empty cache (plans the laws) | {1e3 * cold:.1f} |")
+    print(f"| fresh law objects, fit call | {1e3 * fresh:.2f} |")
+    print(f"| fresh law objects, with stats.norm(...) x 2 | {1e3 * with_laws:.2f} |")
+    print(f"| reused law objects | {1e3 * reused:.2f} |")
+    print(f"| simulate_power (clone per repeat) | {1e3 * sim:.2f} |")
+    r = big_fit(int(args.rows), args.repeats)
+    u = r["unit"]
+    print(f"\n2.-3. Gaussian fit at {int(args.rows):,} rows (bet {r['bet']:.6f}); "
+          f"x.sum() = {1e3 * u:.1f} ms")
+    print("| computation | s | x.sum() passes | peak temporaries / data |")
+    print("|---|---:|---:|---:|")
+    print(f"| fit (fused release) | {r['fit']:.3f} | {r['fit'] / u:.1f} | "
+          f"{r['mem_fit']:.2f} |")
+    print(f"| reference release integer (before) | {r['ref']:.3f} | {r['ref'] / u:.1f} | "
+          f"{r['mem_ref']:.2f} |")
+    print(f"| fused integer sum at bet 1 (no merge) | {r['unmerged']:.3f} | "
+          f"{r['unmerged'] / u:.1f} | |")
+    print(f"| np.expm1 alone | {r['expm1']:.3f} | {r['expm1'] / u:.1f} | |")
+    print(f"| np.log1p alone | {r['log1p']:.3f} | {r['log1p'] / u:.1f} | |")
+
+
+if __name__ == "__main__":
+    main()
