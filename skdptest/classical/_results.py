@@ -104,7 +104,10 @@ class BinomialTestResult(ClassicalTestResult):
         The equal-tailed inversion of the two one-sided ε-DP UMP tests: θ_L solves
         P_θ(Z' >= Z) = α/2 and θ_U solves P_θ(Z' <= Z) = α/2, with α = 1 −
         ``confidence_level`` (Awan and Slavković 2020). Coverage is exactly
-        ``confidence_level`` for every θ in (0, 1) at every n.
+        ``confidence_level`` for every θ in (0, 1) at every n. The interval does not
+        depend on the ``alternative`` that was tested: whether it excludes θ0 is the
+        equal-tailed test at 1 − ``confidence_level``, which near the edge can differ
+        from the two-sided unbiased test's decision.
 
         Parameters
         ----------
