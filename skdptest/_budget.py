@@ -158,6 +158,16 @@ class BudgetExceededError(ValueError):
     """Raised when a spend would exceed the total of a :class:`PrivacyBudget`.
 
     Nothing is recorded when it is raised.
+
+    Examples
+    --------
+    >>> from skdptest import BudgetExceededError, PrivacyBudget
+    >>> budget = PrivacyBudget(1.0)
+    >>> try:
+    ...     budget.spend(2.0)
+    ... except BudgetExceededError:
+    ...     print(len(budget))
+    0
     """
 
 
@@ -168,11 +178,36 @@ class LedgerError(ValueError):
     file as a budget; nothing is recorded when it is raised. Errors of the
     ``sqlite3`` module (read-only file, full disk, lock timeout, malformed
     database) are chained as ``__cause__``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from skdptest import LedgerError, PrivacyBudget
+    >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
+    >>> _ = open(path, "w").write("not a ledger")
+    >>> try:
+    ...     PrivacyBudget(1.0, path=path)
+    ... except LedgerError as exc:
+    ...     print("is not an SQLite database" in str(exc))
+    True
     """
 
 
 class LedgerNotFoundError(LedgerError, FileNotFoundError):
-    """The ledger file of a handle no longer exists; nothing is recorded."""
+    """The ledger file of a handle no longer exists; nothing is recorded.
+
+    Examples
+    --------
+    >>> import os
+    >>> from skdptest import LedgerNotFoundError, PrivacyBudget
+    >>> budget = PrivacyBudget(1.0)
+    >>> os.remove(budget.path)
+    >>> try:
+    ...     budget.spend(0.1)
+    ... except LedgerNotFoundError:
+    ...     print("refused")
+    refused
+    """
 
 
 @dataclass(frozen=True)
@@ -197,6 +232,15 @@ class LedgerEntry:
         (``"zcdp"``) or the Rényi divergence at the ledger's order (``"rdp"``).
     reservation : int
         Id of the reservation the spend drew on (0: none).
+
+    Examples
+    --------
+    >>> from skdptest import PrivacyBudget
+    >>> budget = PrivacyBudget(1.0)
+    >>> budget.spend(0.25, label="first release")
+    >>> entry = budget.ledger[0]
+    >>> entry.label, entry.epsilon, entry.profile
+    ('first release', 0.25, 'pure')
     """
 
     time: float
@@ -238,6 +282,16 @@ class BudgetReport:
         of spends been fixed in advance; not a guarantee for adaptive choices.
     label : str
         The words above in one line, for printed reports.
+
+    Examples
+    --------
+    >>> from skdptest import PrivacyBudget
+    >>> budget = PrivacyBudget(3.0, 1e-6, accountant="zcdp")
+    >>> for _ in range(10):
+    ...     budget.spend(0.1)
+    >>> report = budget.report()
+    >>> round(report.basic_epsilon, 6), report.batch_epsilon < report.basic_epsilon
+    (1.0, True)
     """
 
     accountant: str
@@ -1551,6 +1605,16 @@ class PrivacySpent:
         Path of the ledger charged (the process-wide default ledger when the
         estimator had ``budget=None``); ``None`` for the inner fits of a search
         whose own charge covers them (:func:`accounted_elsewhere`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest, PrivacyBudget
+    >>> budget = PrivacyBudget(1.0)
+    >>> X = np.array([[0], [1], [1], [0], [1]] * 8)
+    >>> est = DPBinomialTest(epsilon=0.5, budget=budget).fit(X)
+    >>> est.privacy_spent_.epsilon, est.privacy_spent_.profile
+    (0.5, 'pure')
     """
 
     epsilon: float

@@ -50,6 +50,14 @@ class SearchCost:
         Total ε under basic composition, with the largest refit.
     delta : float
         Total δ under basic composition, with the largest refit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest, search_cost
+    >>> cost = search_cost(DPBinomialTest(epsilon=0.5), np.zeros((30, 1)), cv=3)
+    >>> cost.spends, cost.refit, cost.epsilon
+    (((0.5, 0.0, 'pure', 6),), (), 3.0)
     """
 
     spends: tuple
