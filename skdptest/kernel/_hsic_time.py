@@ -4,9 +4,11 @@ The prediction is made in the plan, before the budget is charged, from public si
 (n, the numbers of features, B, the grids, the route) and this machine's speed: a
 count of the route's dominant operations (kernel exponentials, FFTs, complex
 multiply-adds of the spectra products, gathered products of the permutation traces)
-times per-operation costs measured once per process by a ~0.1 s micro-benchmark on
+times per-operation CPU costs measured once per process by a ~0.1 s micro-benchmark on
 public arrays (never on the data), taken only when the reference costs already predict
-more than a second. ``max_time`` refuses, before the charge, a fit predicted to take
+more than half a second, times the machine's current load factor (the one-minute load
+average over the available cores: a fit sharing two cores with ten busy processes takes
+about five times its CPU time). ``max_time`` refuses, before the charge, a fit predicted to take
 longer; ``verbose=None`` prints progress when the prediction exceeds
 :data:`AUTO_PROGRESS_SECONDS`. Nothing printed is derived from the data.
 """
@@ -14,6 +16,7 @@ longer; ``verbose=None`` prints progress when the prediction exceeds
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -35,13 +38,25 @@ _measured = None
 
 
 def _best_time(func, repeat=5):
-    # the median of wall times: the machine's current load counts (the fit shares it)
+    # the median of CPU times (a short measurement's wall time misses the load: the
+    # scheduler favours a process that has just woken); the load enters by _load_factor
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         func()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return sorted(times)[repeat // 2]
+
+
+def _load_factor():
+    """Wall seconds per CPU second a single-threaded fit can expect now: the one-minute
+    load average (plus the fit) over the cores available to the process, at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - platform dependent
+        return 1.0
+    return max(1.0, (load + 1.0) / max(1, cores))
 
 
 def _calibrate():
@@ -108,7 +123,7 @@ def predict_seconds(route, n, d_x, d_y, n_x=1, n_y=1, n_permutations=0, *,
     total = sum(costs[k] * v for k, v in counts.items())
     if total > _CALIBRATE_ABOVE:
         costs = _calibrate()
-        total = sum(costs[k] * v for k, v in counts.items())
+        total = sum(costs[k] * v for k, v in counts.items()) * _load_factor()
     if "aggregate" in route:
         total /= max(1, min(int(workers), n_x))
     return total

@@ -174,8 +174,9 @@ def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys, verbose, 
         assert f"predicted {predicted:.3g} s" in err and "ETA" in err
 
 
-def test_prediction_is_public_and_monotone():
+def test_prediction_is_public_and_monotone(monkeypatch):
     # the same numbers for any data of the same shape (it sees sizes only)
+    monkeypatch.setattr(time_mod, "_load_factor", lambda: 1.0)
     f = time_mod.predict_seconds
     a = f("cyclic aggregate blocked", 2000, 1, 1, 19, 19)
     assert 0 < a < f("cyclic aggregate blocked", 4000, 1, 1, 19, 19)
@@ -218,3 +219,13 @@ def test_blocked_route_passes_the_grey_box_audit_and_a_halved_noise_mutant_fails
     monkeypatch.setattr(_permutation, "permutation_noise", halved)
     r = _blocked_audit(make)
     assert r.flagged and any("noise scale" in f for f in r.findings), r
+
+
+def test_prediction_scales_with_the_machine_load(monkeypatch):
+    monkeypatch.setattr(time_mod, "_load_factor", lambda: 1.0)
+    base = time_mod.predict_seconds("cyclic aggregate blocked", 3000, 1, 1, 19, 19)
+    monkeypatch.setattr(time_mod, "_load_factor", lambda: 4.0)
+    assert time_mod.predict_seconds("cyclic aggregate blocked", 3000, 1, 1, 19, 19) == \
+        pytest.approx(4 * base)
+    monkeypatch.undo()
+    assert time_mod._load_factor() >= 1.0
