@@ -298,7 +298,7 @@ def test_float_check_validates_its_parameters():
 # ---------------------------------------------------------------------------
 # Slow: the shipped estimators on worst-case neighbours, and the mutants
 # ---------------------------------------------------------------------------
-N_TRIALS = 1500  # per data set; about 5-10 ms per fit
+N_TRIALS = 1500  # per data set
 
 
 class _SumAtLeast:
