@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._threads import limit_blas
 from ._bandwidth import hsic_centre, map_in_threads
 from ._kernels import exp_of_exponents
 
@@ -142,6 +143,14 @@ def blocked_aggregate_statistics(X, Y, rng, side_x, side_y, kappas, nonnegative,
     statistics : ndarray of shape (n,)
         ``max`` over the pairs of ``sqrt(max(T_s, 0)) / n - h``, observed (s = 0) first.
     """
+    # BLAS (the stacked products) on one thread: the values do not depend on the thread
+    # count, and no OpenBLAS worker spins through the element-wise stages
+    with limit_blas():
+        return _statistics(X, Y, rng, side_x, side_y, kappas, nonnegative, block, n_jobs,
+                           progress)
+
+
+def _statistics(X, Y, rng, side_x, side_y, kappas, nonnegative, block, n_jobs, progress):
     n = len(X)
     order = rng.permutation(n)  # the in-memory route's draw
     X, Y = X[order], Y[order]

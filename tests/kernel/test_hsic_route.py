@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.metrics.pairwise import laplacian_kernel, rbf_kernel
+from threadpoolctl import threadpool_limits
 
 import skdptest.kernel._hsic_routes as routes_mod
 import skdptest.kernel._hsic_time as time_mod
@@ -67,7 +68,7 @@ def test_blocked_statistics_match_brute_force_and_the_in_memory_route(names, blo
     np.testing.assert_allclose(s, ref, rtol=0, atol=1e-13)
 
 
-def test_blocked_statistics_do_not_depend_on_n_jobs():
+def test_blocked_statistics_do_not_depend_on_n_jobs_or_blas_threads():
     X, Y = _data(40, seed=1)
     g = list(bandwidth_grid("rbf", 2))[::3]
     args = (("rbf", g), ("rbf", list(bandwidth_grid("rbf", 1))[::5]), (1.0, 1.0),
@@ -76,6 +77,11 @@ def test_blocked_statistics_do_not_depend_on_n_jobs():
     two = blocked_aggregate_statistics(X, Y, np.random.default_rng(3), *args, block=8,
                                        n_jobs=2)
     assert np.array_equal(one, two)
+    for threads in (1, 3):  # nor on the BLAS thread count in force
+        with threadpool_limits(threads, "blas"):
+            again = blocked_aggregate_statistics(X, Y, np.random.default_rng(3), *args,
+                                                 block=8)
+        assert np.array_equal(one, again)
 
 
 def _fit(est, X, y):
