@@ -10,7 +10,7 @@ import numpy as np
 
 from .._base import BaseStreamingTest, validate_input
 from .._budget import PrivacyBudget
-from .._noise import bernoulli, discrete_laplace, quantise_rate
+from .._noise import discrete_laplace, quantise_rate
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, RandomState
 from .._recorder import NoisedQuantity, NoisePlan, observe
 from .._validation import is_dask
@@ -264,8 +264,11 @@ class PrivateConfidenceSequence(BaseStreamingTest):
     def _advance(self, stream, X):
         st, plan = stream.state, stream.plan
         u = (X[:, 0] - plan.a) / (plan.b - plan.a)
-        # random rounding to {a, b}, one fresh uniform per row: keeps the mean
-        bits = bernoulli(stream.rng, u, size=u.shape)
+        # Random rounding to {a, b}, one fresh uniform per row, keeps the mean
+        # (P(U < u) = u). Like the rank tests' tie-breaking permutation, the uniforms
+        # are drawn independently of the data (only their number, public, is used):
+        # not noise, so not through _noise; the noise is the discrete Laplace below.
+        bits = stream.rng.random(u.shape[0]) < u
         start, m = 0, bits.shape[0]
         while start < m:
             if st.next_end is None:

@@ -55,6 +55,18 @@ class ConfidenceSequenceResult(TestResult):
         fitted attribute, an array of shape (n_releases, 3)).
     null_mean : float or None
         The mean tested, if any.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import PrivateConfidenceSequence
+    >>> cs = PrivateConfidenceSequence(random_state=0).fit(np.ones((15, 1)))
+    >>> result = cs.result_
+    >>> lower, upper = result
+    >>> [t for t, _, _ in result.intervals], result.n_samples
+    ([10.0, 15.0], 15)
+    >>> bool(result.upper == 1.0 and result.lower > 0.4), result.empty
+    (True, False)
     """
 
     lower: float

@@ -68,6 +68,8 @@ def _neighbours():
     out = {
         "PrivateEValueTest": (laws, e0, _replaced(e0, 0, 1.0), None, None),
         "PrivateEProcess": (laws, e0, _replaced(e0, 0, 1.0), None, None),
+        # one row from 0 to 1: the first batch count moves by 1
+        "PrivateConfidenceSequence": ({}, e0, _replaced(e0, 0, 1.0), None, None),
         "DPMMDTest": ({"n_permutations": 19}, mmd0, _replaced(mmd0, -1, 50.0), halves, halves),
         # the cyclic aggregate uses the n - 1 = 19 shifts: n_permutations left at its default
         "DPHSICTest": ({"n_permutations": 2000}, hsic_x, _replaced(hsic_x, 0, 50.0), hsic_y,
