@@ -10,11 +10,11 @@ Three measurements (issue 20, item 5), on a Gaussian pair P = N(0, 1), Q = N(0.5
    per fit of ``skdptest.power.simulate_power`` (which clones the estimator, i.e.
    deep-copies the laws, every repeat);
 2. a fit at ``--rows`` rows (default 10^7), in units of ``x.sum()`` on the same array
-   (median of 5), next to the unfused reference computation of the same release
-   integer (the log-ratio twice, whole-array temporaries: the computation before this
-   change) and to the costs of ``np.expm1`` and ``np.log1p`` alone, which the merged
-   release pays per row (they are computed exactly as before, so that the release is
-   bit-identical);
+   (medians of CPU times: the machine is shared), next to the unfused reference
+   computation of the same release integer (the log-ratio twice, whole-array
+   temporaries: the computation before this change) and to the costs of ``np.expm1``
+   and ``np.log1p`` alone, which the merged release pays per row (they are computed
+   exactly as before, so that the release is bit-identical);
 3. peak temporaries during that fit (``tracemalloc``: numpy reports its buffers) as a
    multiple of the data's size.
 
@@ -51,40 +51,48 @@ def fit(null, alt, X, seed=0):
 
 
 def small_fits(n_fits):
+    """Median wall and CPU seconds of fits at n = 10 (see the module docstring)."""
     X = np.random.default_rng(0).normal(0.5, 1.0, size=(10, 1))
     _cache._PLANS.clear()
     t0 = time.perf_counter()
     fit(*laws(), X)
-    cold = time.perf_counter() - t0
-    fresh, with_laws, reused = [], [], []
+    out = {"first fit, empty cache (plans the laws)": ([time.perf_counter() - t0], [])}
+    fresh, with_laws, reused = ([], []), ([], []), ([], [])
     P, Q = laws()
     for i in range(n_fits):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         null, alt = laws()
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         fit(null, alt, X, i)
-        t2 = time.perf_counter()
+        c2, t2 = time.process_time(), time.perf_counter()
         fit(P, Q, X, i)
-        t3 = time.perf_counter()
-        fresh.append(t2 - t1)
-        with_laws.append(t2 - t0)
-        reused.append(t3 - t2)
-    t0 = time.perf_counter()
+        c3, t3 = time.process_time(), time.perf_counter()
+        for (wall, cpu), w, c in ((fresh, t2 - t1, c2 - c1), (with_laws, t2 - t0, c2 - c0),
+                                  (reused, t3 - t2, c3 - c2)):
+            wall.append(w)
+            cpu.append(c)
+    out["fresh law objects, fit call"] = fresh
+    out["fresh law objects, with stats.norm(...) x 2"] = with_laws
+    out["reused law objects"] = reused
+    c0, t0 = time.process_time(), time.perf_counter()
     table = simulate_power(PrivateEValueTest(*laws()),
                            lambda n, rng: (rng.normal(0.5, 1.0, size=(n, 1)), None),
                            n_samples=10, n_repeats=n_fits, random_state=0)
-    sim = (time.perf_counter() - t0) / n_fits
     assert len(table) == 1
-    return cold, statistics.median(fresh), statistics.median(with_laws), \
-        statistics.median(reused), sim
+    out["simulate_power (clone per repeat), mean"] = (
+        [(time.perf_counter() - t0) / n_fits], [(time.process_time() - c0) / n_fits])
+    return {k: (statistics.median(w), statistics.median(c) if c else None)
+            for k, (w, c) in out.items()}
 
 
 def median_time(func, repeats):
+    """Median CPU seconds of ``func()`` (CPU time: less disturbed than wall time by the
+    other processes of a shared machine)."""
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         func()
-        times.append(time.perf_counter() - t0)
+        times.append(time.process_time() - t0)
     return statistics.median(times)
 
 
@@ -111,7 +119,7 @@ def big_fit(rows, repeats):
                                      "statistic": "optimal", "epsilon": 1.0}, 1)
     plan = merged_plan("auto", laws_, stat, rows, 1.0)
     fit(*laws(), x)  # plan once (public, cached)
-    unit = median_time(x.sum, 5)
+    unit = median_time(x.sum, 9)
     t_fit = median_time(lambda: fit(*laws(), x), repeats)
     t_ref = median_time(lambda: reference_integer(x, plan), repeats)
     fused = fused_integer_sum(x, plan.laws, plan.stat, plan.bet, plan.noise)
@@ -136,20 +144,18 @@ def main(argv=None):
     warnings.simplefilter("ignore")  # FixedRandomStateWarning: seeds for timing only
     print(f"# evalue_speed.py --fits {args.fits} --rows {args.rows:g}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-    cold, fresh, with_laws, reused, sim = small_fits(args.fits)
+    small = small_fits(args.fits)
     print(f"\n1. Gaussian fit at n = 10 (median over {args.fits} fits after the first)")
-    print("| case | ms per fit |")
-    print("|---|---:|")
-    print(f"| first fit, empty cache (plans the laws) | {1e3 * cold:.1f} |")
-    print(f"| fresh law objects, fit call | {1e3 * fresh:.2f} |")
-    print(f"| fresh law objects, with stats.norm(...) x 2 | {1e3 * with_laws:.2f} |")
-    print(f"| reused law objects | {1e3 * reused:.2f} |")
-    print(f"| simulate_power (clone per repeat) | {1e3 * sim:.2f} |")
+    print("| case | wall ms per fit | CPU ms per fit |")
+    print("|---|---:|---:|")
+    for case, (wall, cpu) in small.items():
+        print(f"| {case} | {1e3 * wall:.2f} | "
+              f"{'' if cpu is None else f'{1e3 * cpu:.2f}'} |")
     r = big_fit(int(args.rows), args.repeats)
     u = r["unit"]
     print(f"\n2.-3. Gaussian fit at {int(args.rows):,} rows (bet {r['bet']:.6f}); "
-          f"x.sum() = {1e3 * u:.1f} ms")
-    print("| computation | s | x.sum() passes | peak temporaries / data |")
+          f"x.sum() = {1e3 * u:.1f} ms CPU (medians of CPU times)")
+    print("| computation | CPU s | x.sum() passes | peak temporaries / data |")
     print("|---|---:|---:|---:|")
     print(f"| fit (fused release) | {r['fit']:.3f} | {r['fit'] / u:.1f} | "
           f"{r['mem_fit']:.2f} |")

@@ -535,7 +535,20 @@ class _GaussianLaws(_Laws):
     def log_ratio(self, X):
         # reads the data: no floating-point warning may depend on it
         with np.errstate(all="ignore"):
-            return np.ldexp((X - self.mu_p - self.half) @ self._w_scaled, self.shift_bits)
+            centred = X - self.mu_p - self.half
+            if self.n_features == 1:
+                # one column: the product of the (n, 1) @ (1,) matmul (itself a product,
+                # up to the sign of a zero), without the matmul's overhead (~8 passes)
+                out = np.multiply(centred[:, 0], self._w_scaled[0])
+            else:
+                out = centred @ self._w_scaled
+            if 0 < self.shift_bits <= 1023:
+                # ldexp by k >= 0 is the product by 2^k, exact (overflow: inf in both);
+                # the multiplication is about 10 passes cheaper than ldexp's loop
+                np.multiply(out, math.ldexp(1.0, self.shift_bits), out=out)
+            elif self.shift_bits:  # 2^k itself overflows
+                np.ldexp(out, self.shift_bits, out=out)
+            return out
 
     def check_rows(self, X):
         """Nothing to check: every finite row is in the support (R^d), and finiteness
