@@ -311,8 +311,11 @@ class SubsetDraw:
         self.fix_rng = np.random.default_rng(int(rng.integers(2**63)))
         self._state = np.random.PCG64(int(rng.integers(2**63))).state
         self._rank_state = np.random.PCG64(int(rng.integers(2**63))).state
-        self.threshold = np.uint8(min(255, max(1, round(256 * self.m / self.n))))
-        self.width = min(KEY_BLOCK, -(-self.n // 8) * 8)  # a multiple of 8 bytes
+        t = min(255, max(1, round(256 * self.m / self.n)))
+        self.threshold = np.uint8(t)  # P(selected) = t / 256 = (t / 2^(8 - k)) / 2^k
+        self.n_bits = 8 - (t & -t).bit_length() + 1  # random bits per position
+        self.digits = [(t >> (8 - j)) & 1 for j in range(1, self.n_bits + 1)]
+        self.width = min(KEY_BLOCK, -(-self.n // 64) * 64)  # positions: whole words
         self.n_blocks = -(-self.n // self.width)
         # 32-bit rank draws per row (even): the threshold's bias plus 6 standard
         # deviations of the Bernoulli count, and room for repeats
@@ -379,17 +382,34 @@ class SubsetDraw:
         c0 = b * self.width
         return c0, min(self.n, c0 + self.width)
 
-    def bernoulli(self, b, r0, r1, out):
-        """Selections of key block ``b`` for rows ``r0 .. r1 - 1`` into bool ``out``."""
-        words = self.width // 8
+    def bernoulli(self, b, r0, r1):
+        """Packed selections (``np.packbits`` order, zero pad bits) of key block ``b``
+        for rows ``r0 .. r1 - 1``: uint8, shape ``(r1 - r0, ceil(w / 8))``.
+
+        With ``P(selected) = t / 256 = 0.d_1 d_2 .. d_k`` in binary (``k`` = ``n_bits``),
+        each position takes one bit from each of ``k`` random words and combines them
+        from the last digit up, ``X = r_j | X`` where ``d_j = 1`` and ``r_j & X`` where
+        ``d_j = 0`` (``P(r | Y) = 1/2 + P(Y)/2``, ``P(r & Y) = P(Y)/2``): i.i.d.
+        Bernoulli(``t / 256``) bits, exactly, 64 positions per operation.
+        """
+        n_words = self.width // 64
+        per_row = self.n_bits * n_words
         bg = np.random.PCG64()
         bg.state = self._state
-        bg.advance((b * self.n_rows + r0) * words)
-        keys = bg.random_raw((r1 - r0) * words).view(np.uint8).reshape(r1 - r0, self.width)
+        bg.advance((b * self.n_rows + r0) * per_row)
+        raw = bg.random_raw((r1 - r0) * per_row).reshape(r1 - r0, self.n_bits, n_words)
+        x = np.zeros((r1 - r0, n_words), dtype=np.uint64)
+        for j in range(self.n_bits - 1, -1, -1):
+            if self.digits[j]:
+                np.bitwise_or(raw[:, j], x, out=x)
+            else:
+                np.bitwise_and(raw[:, j], x, out=x)
         c0, c1 = self.block(b)
-        np.less(keys[:, :c1 - c0], self.threshold, out=out)
-        return out
-
+        w = c1 - c0
+        packed = x.view(np.uint8)[:, :-(-w // 8)]
+        if w % 8:  # positions past the block are not selected
+            packed[:, -1] &= np.uint8((0xFF << (8 - w % 8)) & 0xFF)
+        return packed
     def fixes(self, packed, counts, r0):
         """The positions whose selection flips in rows ``r0 ..`` (their packed masks).
 
@@ -442,15 +462,16 @@ class SubsetDraw:
 
     def masks(self, r0, r1):
         """The fixed masks of rows ``r0 .. r1 - 1``: bool, shape ``(r1 - r0, n)``."""
-        out = np.empty((r1 - r0, self.n), dtype=bool)
-        step = max(1, MAX_KEY_BYTES // self.width)  # rows of keys held at once
+        packed = np.empty((r1 - r0, -(-self.n // 8)), dtype=np.uint8)
+        step = max(1, MAX_KEY_BYTES // self.width)  # rows of random words held at once
         for b in range(self.n_blocks):
-            c0, c1 = self.block(b)
+            c0 = self.block(b)[0] // 8
             for a0 in range(r0, r1, step):
                 a1 = min(r1, a0 + step)
-                self.bernoulli(b, a0, a1, out[a0 - r0:a1 - r0, c0:c1])
-        packed = np.packbits(out, axis=1)
-        rows, pos, _ = self.fixes(packed, np.count_nonzero(out, axis=1), r0)
+                pk = self.bernoulli(b, a0, a1)
+                packed[a0 - r0:a1 - r0, c0:c0 + pk.shape[1]] = pk
+        rows, pos, _ = self.fixes(packed, _popcount_rows(packed), r0)
+        out = np.unpackbits(packed, axis=1, count=self.n).view(bool)
         out[rows, pos] ^= True
         return out
 
@@ -532,8 +553,7 @@ def subset_sums(F, draw, r0, r1, n_threads=None):
     counts = np.zeros((n_threads, n_rows), dtype=np.int64)
     parts = np.zeros((n_threads, n_rows, n_cols))
     slab = max(a1 - a0 for _, a0, a1 in tasks)
-    free = [(k, np.empty((slab, draw.width), dtype=bool),
-             np.empty((slab, draw.width), dtype=np.float32),
+    free = [(k, np.empty((slab, draw.width), dtype=np.float32),
              np.empty((min(draw.width, _SPLIT_ROWS), 2 * n_cols), dtype=np.float32))
             for k in range(n_threads)]
     lock = threading.Lock()
@@ -542,13 +562,13 @@ def subset_sums(F, draw, r0, r1, n_threads=None):
         with lock:
             slot = free.pop()
         try:
-            k, sel, maskf, split = slot
+            k, maskf, split = slot
             c0, c1 = draw.block(b)
             w, rows = c1 - c0, slice(a0 - r0, a1 - r0)
-            sel = draw.bernoulli(b, a0, a1, sel[:a1 - a0, :w])
-            pk = np.packbits(sel, axis=1)
+            pk = draw.bernoulli(b, a0, a1)
             packed[rows, c0 // 8:c0 // 8 + pk.shape[1]] = pk
             counts[k, rows] += _popcount_rows(pk)
+            sel = np.unpackbits(pk, axis=1, count=w)  # 0/1 bytes
             maskf = maskf[:a1 - a0, :w]
             maskf[...] = sel
             for s0 in range(0, w, _SPLIT_ROWS):

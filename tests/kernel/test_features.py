@@ -677,3 +677,14 @@ def test_subset_sums_do_not_depend_on_the_thread_count():
     assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
     assert np.array_equal(got[0], feat._masked_sums(F, feat.subset_masks(
         n, 1000, 6, np.random.default_rng(2))))
+
+
+@pytest.mark.parametrize("m, bits", [(500, 1), (250, 2), (300, 8)])
+def test_bernoulli_bits_select_at_the_threshold_rate(m, bits):
+    # t / 256 from bits of k random words (| where a binary digit is 1, & where 0)
+    draw = feat.SubsetDraw(1000, m, 400, np.random.default_rng(1))
+    assert draw.n_bits == bits
+    ones = sum(int(feat._popcount_rows(draw.bernoulli(b, 0, 400)).sum())
+               for b in range(draw.n_blocks))
+    p = int(draw.threshold) / 256
+    assert abs(ones - 400_000 * p) <= 4 * math.sqrt(400_000 * p * (1 - p))
