@@ -63,7 +63,9 @@ __all__ = [
     "feature_mmd_statistics",
     "group_feature_sums",
     "mmd_statistics_from_sums",
+    "SubsetDraw",
     "subset_masks",
+    "subset_sums",
 ]
 
 # Kernels with a known spectral law (sklearn parametrisation, named kernels only).
@@ -286,16 +288,17 @@ class SubsetDraw:
     """Uniformly random ``m``-subsets of ``range(n)``, ``n_rows`` of them.
 
     Row ``r`` starts from i.i.d. Bernoulli(``t / 256``) selections, ``t =
-    round(256 m / n)`` clipped to ``[1, 255]``: one random byte per position compared
-    with ``t``. The bytes of position block ``b`` (``KEY_BLOCK`` positions, fewer if
-    ``n`` is small) and row ``r`` sit at a fixed offset of one PCG64 stream seeded from
-    ``rng`` (``advance``), so every row is the same whatever the chunks of rows and
-    positions it is computed in. Then the count ``K_r`` is fixed to exactly ``m``:
-    ``K_r - m`` uniformly random selected positions are unselected (or ``m - K_r``
-    unselected ones selected), their ranks drawn from a second generator
-    (``Generator.choice`` without replacement), in row order.
+    round(256 m / n)`` clipped to ``[1, 255]``: each position combines one bit of each
+    of ``k <= 8`` random words (:meth:`bernoulli`; ``k = 1`` when ``t = 128``). The
+    words of position block ``b`` (``KEY_BLOCK`` positions, fewer if ``n`` is small)
+    and row ``r`` sit at a fixed offset of one PCG64 stream seeded from ``rng``
+    (``advance``), so every row is the same whatever the chunks of rows and positions
+    it is computed in and the threads that compute them. Then the count ``K_r`` is
+    fixed to exactly ``m``: ``K_r - m`` uniformly random selected positions are
+    unselected (or ``m - K_r`` unselected ones selected), their ranks drawn from the
+    row's own words (:meth:`_ranks`).
 
-    Law: the bytes are i.i.d. and the correction is uniform among the selected
+    Law: the selections are i.i.d. and the correction is uniform among the selected
     (unselected) positions, so the law of a row is invariant under every
     permutation of the positions; it is supported on the m-subsets, on which the
     symmetric group acts transitively: it is the uniform law, exactly.
