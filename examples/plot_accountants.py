@@ -1,7 +1,7 @@
 """
-===============================================
+================================================
 A day of 100 tests: what each accountant charges
-===============================================
+================================================
 
 An analyst runs 100 private tests in a day, each at ε = 0.1, choosing the next one after
 seeing the last. How much privacy has the day cost, at δ = 10⁻⁶?

@@ -671,7 +671,6 @@ def _ledger_summary(budget):
     spent, remaining = budget.spent, budget.remaining
     return {
         "path": budget.path,
-        "accountant": budget.accountant,
         "epsilon": budget.epsilon,
         "delta": budget.delta,
         "spent_epsilon": spent[0],
