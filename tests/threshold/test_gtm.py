@@ -215,7 +215,7 @@ def test_estimator_adapter_maps_an_undecided_e_process_to_minus_one():
     # On 20 null rows the e-process has not decided ("continue"); decision() is then
     # False, so every draw is -1 (the old adapter took the truthy "continue" for +1).
     Xn = np.random.default_rng(0).normal(size=(20, 1))
-    proc = PrivateEProcess(epsilon=0.5)
+    proc = PrivateEProcess(stats.norm(0, 1), stats.norm(1, 1), epsilon=0.5)
     assert clone(proc).set_params(random_state=0).fit(Xn).result_.decision == "continue"
     out = EstimatorMechanism(proc).sample(Xn, None, 5, np.random.default_rng(0))
     assert out.tolist() == [-1] * 5
