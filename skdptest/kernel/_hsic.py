@@ -60,7 +60,7 @@ from ._kernels import (
     resolve_kernel,
     uses_private_median,
 )
-from ._mmd import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, warn_ignored
+from ._policy import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, warn_ignored
 from ._results import make_permutation_result, noise_plan, plan_noise
 
 __all__ = [

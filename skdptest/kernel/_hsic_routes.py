@@ -32,7 +32,7 @@ from ._kernels import (
     median_memory_bytes,
     uses_private_median,
 )
-from ._mmd import check_memory, fitting_routes
+from ._policy import check_memory, fitting_routes
 from ._results import plan_noise
 
 __all__ = ["IN_MEMORY_AGGREGATE_MAX", "HSICPlan", "features_plan", "plan_route"]
