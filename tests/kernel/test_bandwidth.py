@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import skdptest.kernel._mmd as mmd_mod
+import skdptest.kernel._route_exact as exact_mod
 from skdptest import DPHSICTest, DPMMDTest
 from skdptest._params import InvalidParameterError
 from skdptest.kernel._bandwidth import (
@@ -167,7 +167,7 @@ def test_mmd_aggregate_shared_relabellings_match_per_bandwidth_copies(monkeypatc
     gammas = bandwidth_grid("rbf", 2)
     g1, g2 = np.random.default_rng(4), np.random.default_rng(4)
     shared = mmd_aggregate_statistics(X, codes, 25, g1, kernel, gammas, kernel_name="rbf")
-    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 0)
+    monkeypatch.setattr(exact_mod, "MAX_KERNEL_BYTES", 0)
     copies = mmd_aggregate_statistics(X, codes, 25, g2, kernel, gammas, kernel_name="rbf")
     np.testing.assert_allclose(shared, copies, rtol=0, atol=1e-7)  # sqrt near 0
     assert g1.bit_generator.state == g2.bit_generator.state

@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
-import skdptest.kernel._mmd as mmd_mod
+import skdptest.kernel._route_exact as exact_mod
 from skdptest import DPHSICTest, DPMMDTest, FixedRandomStateWarning
 
 G = {"gamma": 0.5}
@@ -83,8 +83,8 @@ def test_peak_memory_is_within_the_plan(route):
 @pytest.mark.parametrize("n", [1500, 2500])
 def test_blocked_mmd_path_is_within_the_plan(n, monkeypatch):
     # kernel blocks evaluated on the fly (the path of N > 5792 with the default limits)
-    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 2**20)
-    monkeypatch.setattr(mmd_mod, "PREFETCH_KERNEL_BYTES", 2**20)
+    monkeypatch.setattr(exact_mod, "MAX_KERNEL_BYTES", 2**20)
+    monkeypatch.setattr(exact_mod, "PREFETCH_KERNEL_BYTES", 2**20)
     X, _, g = _data(n)
     peak, plan = _peak_and_plan(DPMMDTest(kernel_params=G, n_permutations=B), X, g)
     assert 8 * n * n > plan  # the pooled kernel matrix is not planned, nor held

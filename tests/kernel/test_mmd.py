@@ -13,6 +13,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 from threadpoolctl import threadpool_limits
 
 import skdptest.kernel._mmd as mmd_mod
+import skdptest.kernel._route_exact as exact_mod
 from skdptest import BudgetExceededError, DPMMDTest, PrivacyBudget
 from skdptest._permutation import permutation_noise
 from skdptest._validation import check_generator
@@ -83,7 +84,7 @@ def test_golden_value_through_the_estimator_at_huge_epsilon():
 @pytest.mark.parametrize("max_column_bytes", [None, 800])
 def test_all_paths_match_brute_force(monkeypatch, max_kernel_bytes, block_rows,
                                      max_column_bytes):
-    monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(exact_mod, "BLOCK_ROWS", block_rows)
     rng = np.random.default_rng(3)
     Z = rng.normal(size=(37, 2))
     codes = np.repeat([0, 1], [15, 22])
@@ -520,9 +521,9 @@ def test_blocked_path_in_the_estimator(monkeypatch):
     # their number).
     Z, y = golden_data()
     a = DPMMDTest(random_state=5, n_permutations=9).test(Z, y)
-    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 0)
-    monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", 16)
-    monkeypatch.setattr(mmd_mod, "MAX_COLUMN_BYTES", 8 * 100 * 10)
+    monkeypatch.setattr(exact_mod, "MAX_KERNEL_BYTES", 0)
+    monkeypatch.setattr(exact_mod, "BLOCK_ROWS", 16)
+    monkeypatch.setattr(exact_mod, "MAX_COLUMN_BYTES", 8 * 100 * 10)
     b = DPMMDTest(random_state=5, n_permutations=9).test(Z, y)
     assert a.pvalue == b.pvalue
     assert a == b
@@ -566,7 +567,7 @@ def test_closed_form_diagonal_only_for_public_unit_diagonal_kernels(monkeypatch)
         seen.append(col_sq is not None)
         return original(K, V, col_sq)
 
-    monkeypatch.setattr(mmd_mod, "triangular_quadratic_forms", spy)
+    monkeypatch.setattr(exact_mod, "triangular_quadratic_forms", spy)
     rng = np.random.default_rng(31)
     codes = np.repeat([0, 1], [12, 15])
     for name, expected in (("rbf", True), ("laplacian", True), ("linear", False),

@@ -4,6 +4,8 @@ import numpy as np
 import pytest
 
 import skdptest.kernel._mmd as mmd_mod
+import skdptest.kernel._route_exact as exact_mod
+import skdptest.kernel._testbase as testbase_mod
 from skdptest import DPMMDTest
 from skdptest.kernel._bandwidth import bandwidth_grid
 from skdptest.kernel._kernels import gram_distances, gram_from_distances, resolve_kernel
@@ -66,7 +68,7 @@ def test_held_aggregate_several_column_chunks(monkeypatch):
     X = rng.normal(size=(30, 2))
     codes = np.repeat([0, 1], 15)
     one, _ = _stats(X, codes, 50, 2)
-    monkeypatch.setattr(mmd_mod, "MAX_COLUMN_BYTES", 8 * 30 * 7)  # 7 columns per chunk
+    monkeypatch.setattr(exact_mod, "MAX_COLUMN_BYTES", 8 * 30 * 7)  # 7 columns per chunk
     several, _ = _stats(X, codes, 50, 2)
     np.testing.assert_allclose(one, several, rtol=0, atol=1e-12)
 
@@ -94,7 +96,7 @@ def test_single_bandwidth_holds_the_kernel_wherever_it_fits(monkeypatch):
     V = np.where(rng.random((200, 5)) < 0.5, 0.01, -0.01)
     calls = []
     real = mmd_mod.triangular_quadratic_forms
-    monkeypatch.setattr(mmd_mod, "triangular_quadratic_forms",
+    monkeypatch.setattr(exact_mod, "triangular_quadratic_forms",
                         lambda *a: calls.append(1) or real(*a))
     held = column_quadratic_forms(X, kernel, [V], 1, max_kernel_bytes=8 * 200 * 200)
     assert calls == [1]
@@ -121,7 +123,7 @@ def test_default_release_is_unchanged_by_the_route(monkeypatch):
     X = np.vstack([rng.normal(size=(40, 2)), rng.normal(0.4, size=(40, 2))])
     y = np.repeat([0, 1], 40)
     held = DPMMDTest(n_permutations=99, random_state=3).test(X, y)
-    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 0)
+    monkeypatch.setattr(exact_mod, "MAX_KERNEL_BYTES", 0)
     assert DPMMDTest(n_permutations=99, random_state=3).test(X, y) == held
 
 
@@ -154,7 +156,7 @@ def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys):
     fast = dict(n_permutations=30, random_state=0, kernel_params={"gamma": 1.0})
     DPMMDTest(**fast).fit(X, y)
     assert capsys.readouterr().err == ""  # predicted far below 10 s: silent
-    monkeypatch.setattr(mmd_mod, "AUTO_PROGRESS_SECONDS", 0.0)  # every fit is "long"
+    monkeypatch.setattr(testbase_mod, "AUTO_PROGRESS_SECONDS", 0.0)  # every fit is "long"
     DPMMDTest(**fast).fit(X, y)
     err = capsys.readouterr().err
     assert "dpMMD: 31 statistics on N = 60 rows, predicted about" in err and "ETA" in err

@@ -22,6 +22,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 import skdptest.kernel._distributed as dist_mod
 import skdptest.kernel._hsic as hsic_mod
 import skdptest.kernel._mmd as mmd_mod
+import skdptest.kernel._route_exact as exact_mod
 from skdptest import (
     DPHSICTest,
     DPMMDTest,
@@ -346,9 +347,9 @@ def test_aggregate_bandwidth_threads_inherit_the_quiet_error_state():
 
 def test_extreme_rows_on_the_blocked_mmd_path(monkeypatch, spy):
     # kernel blocks evaluated on the fly (the path of large N), forced at N = 16
-    monkeypatch.setattr(mmd_mod, "MAX_KERNEL_BYTES", 64)
-    monkeypatch.setattr(mmd_mod, "PREFETCH_KERNEL_BYTES", 64)
-    monkeypatch.setattr(mmd_mod, "BLOCK_ROWS", 5)
+    monkeypatch.setattr(exact_mod, "MAX_KERNEL_BYTES", 64)
+    monkeypatch.setattr(exact_mod, "PREFETCH_KERNEL_BYTES", 64)
+    monkeypatch.setattr(exact_mod, "BLOCK_ROWS", 5)
     make = ROUTES["mmd exact"]
     _fit_quietly(make, X0, Y0)
     base, sensitivity, abs_error, _ = spy[-1]

@@ -6,7 +6,8 @@ import pytest
 from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
-from skdptest.kernel import _mmd, _trmm
+from skdptest.kernel import _route_exact as _mmd  # the quadratic forms (and _MaskRows)
+from skdptest.kernel import _trmm
 
 
 def _symmetric(n, seed):
