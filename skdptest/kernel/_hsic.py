@@ -50,7 +50,12 @@ from ._hsic_bounds import hsic_abs_error, hsic_sensitivity, hsic_squared_sensiti
 from ._hsic_exact import _hsic_statistics, hsic_memory_bytes, hsic_permutation_statistics
 from ._hsic_routes import HSICPlan, features_plan, plan_route
 from ._hsic_time import HSICProgress
-from ._hsic_traces import _load_numba, draw_permutations
+from ._hsic_traces import (  # _resolve_*: reachable here for benchmarks/kernel_speed.py
+    _load_numba,
+    _resolve_backend,  # noqa: F401
+    _resolve_precision,  # noqa: F401
+    draw_permutations,
+)
 from ._kernels import (
     KERNEL_CONSTRAINT,
     KERNEL_PARAMS_CONSTRAINT,
