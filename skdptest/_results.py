@@ -52,6 +52,17 @@ class TestResult:
     -----
     Results whose class sets ``_unpack`` unpack like scipy's results, e.g.
     ``statistic, pvalue = result``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest, TestResult
+    >>> X = np.random.default_rng(0).binomial(1, 0.7, size=(100, 1))
+    >>> result = DPBinomialTest(random_state=0).fit(X).result_
+    >>> isinstance(result, TestResult)
+    True
+    >>> result.reject, result.alpha, result.epsilon, result.delta, result.n_samples
+    (True, 0.05, 1.0, 0.0, 100)
     """
 
     __test__ = False  # not a pytest test class, despite the name

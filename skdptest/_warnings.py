@@ -41,6 +41,17 @@ class PrivacyLeakWarning(UserWarning):
     parameters that a fit ignores or overrides, and for options that read
     private data without charging for it. Its text never contains a value read
     from private data.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest, PrivacyLeakWarning
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = DPBinomialTest(random_state=0).fit(np.ones((10, 1)))
+    >>> any(issubclass(w.category, PrivacyLeakWarning) for w in caught)
+    True
     """
 
 
@@ -54,6 +65,19 @@ class FixedRandomStateWarning(PrivacyLeakWarning):
     there, and only there, with the standard filter::
 
         warnings.filterwarnings("ignore", category=skdptest.FixedRandomStateWarning)
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest, FixedRandomStateWarning, PrivacyLeakWarning
+    >>> issubclass(FixedRandomStateWarning, PrivacyLeakWarning)
+    True
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = DPBinomialTest(random_state=0).fit(np.ones((10, 1)))
+    >>> [w.category.__name__ for w in caught]
+    ['FixedRandomStateWarning']
     """
 
 

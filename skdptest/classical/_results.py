@@ -49,6 +49,19 @@ class ClassicalTestResult(TestResult):
     sensitivity : float
         Global sensitivity of the statistic under the estimator's
         neighbouring relation (public).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import ClassicalTestResult, DPMannWhitneyTest
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.r_[rng.normal(0, 1, 100), rng.normal(1, 1, 100)].reshape(-1, 1)
+    >>> y = np.repeat([0, 1], 100)
+    >>> result = DPMannWhitneyTest(epsilon=1.0, random_state=0).fit(X, y).result_
+    >>> isinstance(result, ClassicalTestResult), result.alternative
+    (True, 'two-sided')
+    >>> 0.0 <= result.pvalue <= 1.0
+    True
     """
 
     statistic: float | None
@@ -138,6 +151,15 @@ class ChiSquareTestResult(ClassicalTestResult):
         the order of the declared categories. ``statistic`` (Pearson's χ² on these
         counts), ``pvalue`` and ``reject`` are functions of them and of data-independent
         Monte Carlo draws, so all fields together cost ε.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import ChiSquareTestResult, DPChiSquareTest
+    >>> X = np.random.default_rng(0).integers(0, 3, size=(300, 1))
+    >>> result = DPChiSquareTest(categories=[0, 1, 2], random_state=0).fit(X).result_
+    >>> isinstance(result, ChiSquareTestResult), len(result.noisy_counts)
+    (True, 3)
     """
 
     noisy_counts: tuple
@@ -176,6 +198,15 @@ class BoundedMeanResult(ClassicalTestResult):
     interval for the mean (pairs: of x − y; two groups: of the difference of the group
     means), and ``statistic_noise_sd`` is the noise's own spread in ``statistic``; both
     are functions of the fields above (post-processing, no extra budget).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import BoundedMeanResult, DPBoundedMeanTest
+    >>> X = np.random.default_rng(0).uniform(0.4, 1.0, size=(200, 1))
+    >>> result = DPBoundedMeanTest(bounds=(0, 1), null_mean=0.5, random_state=0).fit(X).result_
+    >>> isinstance(result, BoundedMeanResult), result.bounds
+    (True, (0.0, 1.0))
     """
 
     bounds: tuple

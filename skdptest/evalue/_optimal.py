@@ -37,6 +37,16 @@ class OptimalRate(NamedTuple):
     kl : float
         KL(Q‖P) in nats (``inf`` when Q is not absolutely continuous w.r.t. P),
         the non-private rate; ``rate <= kl``.
+
+    Examples
+    --------
+    >>> from scipy import stats
+    >>> from skdptest import optimal_rate
+    >>> rate = optimal_rate(stats.norm(0, 1), stats.norm(0.5, 1), 1.0)
+    >>> round(rate.kl, 6)
+    0.125
+    >>> 0 < rate.rate <= rate.kl
+    True
     """
 
     rate: float
