@@ -65,8 +65,8 @@ from ._kernels import (
     resolve_kernel,
     uses_private_median,
 )
-from ._policy import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, warn_ignored
 from ._results import make_permutation_result, noise_plan, plan_noise
+from ._testbase import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, warn_ignored
 
 __all__ = [
     "DPHSICTest",

@@ -32,8 +32,8 @@ from ._kernels import (
     median_memory_bytes,
     uses_private_median,
 )
-from ._policy import check_memory, fitting_routes
 from ._results import plan_noise
+from ._testbase import check_memory, fitting_routes
 
 __all__ = ["IN_MEMORY_AGGREGATE_MAX", "HSICPlan", "features_plan", "plan_route"]
 
