@@ -621,8 +621,9 @@ class _UnivariateLaws(_Laws):
             math.fsum(np.clip(null.cdf(hi_s) - null.cdf(lo_s), 0.0, None))
 
     def _lr(self, x):
-        lp, lq = self.null.logpdf(x), self.alternative.logpdf(x)
-        with np.errstate(invalid="ignore"):
+        # public laws only, but log(0) at a support edge must not print: -inf is handled
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lp, lq = self.null.logpdf(x), self.alternative.logpdf(x)
             out = lq - lp
         out = np.where(np.isneginf(lp) & np.isneginf(lq), np.nan, out)
         return out
