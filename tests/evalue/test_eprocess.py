@@ -359,7 +359,7 @@ def test_result_exposes_only_private_quantities():
                             "beta", "epsilon", "delta", "method"}
     assert len(r.log_e_process) == len(r.batch_ends) == len(r.log_e_process_alt)
     public = {k for k in vars(proc) if k.endswith("_") and not k.startswith("_")}
-    assert public == {"result_", "n_features_in_"}
+    assert public == {"result_", "n_features_in_", "privacy_spent_"}
 
 
 def test_decision_values_and_score():

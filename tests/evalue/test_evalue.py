@@ -285,7 +285,7 @@ def test_result_fields_and_no_private_internals():
     assert r.reject == (r.e_value >= 1 / r.alpha)
     assert (r.n_samples, r.epsilon, r.delta) == (20, 1.0, 0.0)
     public = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
-    assert public == {"result_", "n_features_in_"}
+    assert public == {"result_", "n_features_in_", "privacy_spent_"}
 
 
 def _unit_shift_laws(d):
