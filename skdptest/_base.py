@@ -54,6 +54,16 @@ class InvalidDataError(ValueError, TypeError):
     :class:`~skdptest.InvalidParameterError`: callers catching either keep working.
     Raised before the budget is charged; the message names the kind of problem, never
     a value or a count read from the data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPBinomialTest, InvalidDataError
+    >>> try:
+    ...     DPBinomialTest().fit(np.array([[0.0], [np.nan]]))
+    ... except InvalidDataError as error:
+    ...     print(type(error).__name__)
+    InvalidDataError
     """
 
 

@@ -256,6 +256,13 @@ class DPSubsampleAggregateTest(BasePrivateTest):
         Group labels (``design="k-sample"``), public.
     n_features_in_ : int
         Number of columns of X.
+    privacy_spent_ : PrivacySpent
+        What the last charge cost: ``epsilon``, ``delta`` and the privacy profile
+        declared to the ledger. This estimator declares ``"pure"``: its release is
+        ε-DP. It is not one continuous Laplace draw, so the
+        ``"laplace"`` profile (a tighter zCDP) is not claimed; the ``"zcdp"`` and
+        ``"rdp"`` accountants charge it as generic pure DP (see "Privacy profiles" in
+        the privacy-budget guide).
 
     Notes
     -----

@@ -50,7 +50,7 @@ _FINE = float(1 << FINE_BITS)
 #: the sensitivity up to whole steps adds at most 1/256 to the noise scale.
 _MIN_STEPS = 256
 #: The grid is never finer than 2**-10 nats, so the p-value's point set stays <= ~82k
-#: points (~10 ms); a sensitivity below 0.25 nats (one-sample bets below ~0.12 of the
+#: points (bounded work); a sensitivity below 0.25 nats (one-sample bets below ~0.12 of the
 #: largest one) then spans fewer than 256 steps (>= 20 at bet=0.01: <= 5 % more noise).
 _MAX_GRID_BITS = 10
 #: Wealth points above e^40 are bounded by (e^40, 1): p-values floor at ~e^-40 ≈ 4e-18.
@@ -402,6 +402,13 @@ class DPBoundedMeanTest(BasePrivateTest):
         Number of columns of ``X`` seen during fit (always 1).
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Column names of ``X`` when it is a DataFrame with string column names.
+    privacy_spent_ : PrivacySpent
+        What the last charge cost: ``epsilon``, ``delta`` and the privacy profile
+        declared to the ledger. This estimator declares ``"pure"``: its release is
+        ε-DP. It is not one continuous Laplace draw, so the
+        ``"laplace"`` profile (a tighter zCDP) is not claimed; the ``"zcdp"`` and
+        ``"rdp"`` accountants charge it as generic pure DP (see "Privacy profiles" in
+        the privacy-budget guide).
 
     See Also
     --------

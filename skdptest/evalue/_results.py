@@ -61,6 +61,20 @@ class EValueResult(TestResult):
         nats); None where ``grid`` is.
     pvalue : float
         Property: the valid p-value ``min(1, 1 / e_value)`` (Markov's inequality).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from skdptest import PrivateEValueTest
+    >>> X = np.random.default_rng(0).binomial(1, 0.6, size=(200, 1))
+    >>> test = PrivateEValueTest(stats.bernoulli(0.3), stats.bernoulli(0.6), random_state=0)
+    >>> result = test.fit(X).result_
+    >>> result.reject, result.e_value >= 1 / result.alpha
+    (True, True)
+    >>> e_value, pvalue = result
+    >>> pvalue == min(1.0, 1.0 / e_value)
+    True
     """
 
     e_value: float
@@ -119,6 +133,17 @@ class EProcessResult(TestResult):
     pvalue : float
         Property: the anytime-valid p-value ``min(1, 1 / max_t E_t)`` over the
         released path (Ville's inequality).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> from skdptest import PrivateEProcess
+    >>> X = np.random.default_rng(0).binomial(1, 0.6, size=(400, 1))
+    >>> test = PrivateEProcess(stats.bernoulli(0.3), stats.bernoulli(0.6), random_state=0)
+    >>> result = test.fit(X).result_
+    >>> result.decision in ("reject", "accept", "continue"), result.n_samples <= 400
+    (True, True)
     """
 
     decision: str
