@@ -78,6 +78,19 @@ class PermutationTestResult(PValueAliasMixin, TestResult):
         (exponential mechanism, 5 % of ``epsilon``); None otherwise.
     y_gamma : float or None
         The same for dpHSIC's ``y_kernel``; None for dpMMD.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skdptest import DPMMDTest, PermutationTestResult
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.r_[rng.normal(0, 1, (50, 2)), rng.normal(1, 1, (50, 2))]
+    >>> y = np.repeat([0, 1], 50)
+    >>> result = DPMMDTest(n_permutations=99, random_state=0).fit(X, y).result_
+    >>> isinstance(result, PermutationTestResult), result.n_permutations
+    (True, 99)
+    >>> 0.0 < result.pvalue <= 1.0
+    True
     """
 
     pvalue: float
