@@ -87,8 +87,8 @@ MAX_KAPPA = 2.0**200
 # are recomputed from the coordinate differences, which cannot cancel.
 RBF_EXPANSION_MAX_SQNORM = 2.0**40
 # exp(t) below t = -708 gives subnormal values or 0, which numpy's exp computes 3-6x
-# slower than normal ones (a 1000 x 1000 rbf Gram matrix: 4.4 ms, 11 ms when most
-# pairs are far apart): a running time that depends on the data. The named rbf,
+# slower than normal ones (a Gram matrix of mostly far-apart pairs takes a few times
+# longer): a running time that depends on the data. The named rbf,
 # laplacian and chi2 kernels clamp exponents at EXP_FLOOR before exp and set the
 # values there to exactly 0 after (they are below e^-690 < 1e-299: products with the
 # permutation coefficients, >= 1/N, stay normal for any N < 2^30).

@@ -334,7 +334,7 @@ def triangular_quadratic_forms(K, V, col_sq=None):
 
 
 # Rows per piece of the final reduction: few numpy calls per thread (threads making
-# many small calls contend for the GIL: 32-row pieces cost 2 ms more at N = 1000).
+# many small calls contend for the GIL: 32-row pieces were measurably slower).
 _REDUCE_ROWS = 512
 
 
