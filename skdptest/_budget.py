@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 
-from . import _accountants
+from . import _accountants, _ledger_postgres
 from ._params import Interval, InvalidParameterError, check_value
 from ._warnings import PrivacyLeakWarning
 
@@ -100,7 +100,7 @@ _ONE = 1 << _UNIT_EXP
 
 # What a statement on a damaged file can raise: sqlite3 errors, and UnicodeDecodeError
 # when sqlite3 decodes an error message quoting garbage bytes (e.g. a corrupted schema).
-_DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+_DB_ERRORS = (sqlite3.Error, UnicodeDecodeError, _ledger_postgres.ServerError)
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -656,6 +656,10 @@ class PrivacyBudget:
             # A fresh mkstemp file that only this process knows: build the ledger in place.
             self._set(ledger_id=self._create(path))
             return
+        if _ledger_postgres.is_url(path):
+            self._set(path=path)
+            self._set(ledger_id=self._create_server(path))
+            return
         path = _check_path(path)
         self._set(path=path)
         directory = os.path.dirname(os.path.abspath(path))
@@ -714,7 +718,27 @@ class PrivacyBudget:
 
     # -- creating and opening --------------------------------------------------------
     def _error(self, message, path=None):
-        return LedgerError(f"path={path if path is not None else self._path!r}: {message}")
+        path = self._path if path is None else path
+        if _ledger_postgres.is_url(path):
+            path = _ledger_postgres.redact(path)
+        return LedgerError(f"path={path!r}: {message}")
+
+    def _create_server(self, url):
+        """Create the ledger in the PostgreSQL database at ``url``, or reopen the one
+        there; return its id."""
+        ledger_id = secrets.token_hex(16)
+        state = _State(
+            ledger_id, self._epsilon, self._delta, 0, 0, 0, _genesis(ledger_id),
+            accountant=self._accountant, rdp_order=self._rdp_order,
+            loss_limit=self._loss_limit, spent_loss=0,
+        )
+        try:
+            created = _ledger_postgres.create(
+                url, _BUSY_TIMEOUT, state.row(), LEDGER_APPLICATION_ID, _SCHEMA_VERSION
+            )
+        except _ledger_postgres.ServerError as exc:
+            raise self._error(f"cannot create the privacy ledger: {exc}", url) from exc
+        return ledger_id if created else self._reopen(url)
 
     def _create(self, path, name=None):
         """Write a new, empty ledger into ``path`` (absent or 0 bytes); return its id.
@@ -825,6 +849,11 @@ class PrivacyBudget:
     def _connect(self, path=None):
         """Connect to an existing ledger file; never creates one."""
         path = self._path if path is None else path
+        if _ledger_postgres.is_url(path):
+            try:
+                return _ledger_postgres.connect(path, _BUSY_TIMEOUT)
+            except _ledger_postgres.ServerError as exc:
+                raise self._error(f"cannot open the privacy ledger: {exc}", path) from exc
         # Cheap O(1) checks first, for clear messages: sqlite3 would report a 0-byte
         # file as an empty database and a missing one as "unable to open".
         try:
@@ -860,6 +889,13 @@ class PrivacyBudget:
     def _db_error(self, exc, doing, path=None):
         """The :class:`LedgerError` for an sqlite3 error, saying why when it can."""
         path = self._path if path is None else path
+        if isinstance(exc, _ledger_postgres.ServerError):
+            if exc.missing:
+                return LedgerNotFoundError(str(self._error(
+                    "the privacy ledger no longer exists in this database (its tables were "
+                    "dropped; only the PrivacyBudget constructor creates a ledger); "
+                    f"{doing}.", path)))
+            return self._error(f"{doing}: {exc}", path)
         # Checked only after SQLite failed: outside a lock, a concurrent commit could
         # make the header and the file size disagree for a moment.
         try:
@@ -1513,7 +1549,9 @@ class PrivacyBudget:
             and name.startswith("skdptest-budget-")
             and name.endswith(".sqlite")
         )
-        path = "" if temporary else f", path={self._path!r}"
+        shown = _ledger_postgres.redact(self._path) if _ledger_postgres.is_url(
+            self._path) else self._path
+        path = "" if temporary else f", path={shown!r}"
         accountant = "" if self._accountant == "basic" else f", accountant={self._accountant!r}"
         return (
             f"PrivacyBudget(epsilon={self._epsilon!r}, delta={self._delta!r}, "
@@ -1570,7 +1608,7 @@ class PrivacyBudget:
             pending=[],
             pending_lock=threading.Lock(),
         )
-        if not os.path.exists(self._path):
+        if not _ledger_postgres.is_url(self._path) and not os.path.exists(self._path):
             warnings.warn(
                 f"The privacy ledger {self._path!r} no longer exists; this unpickled "
                 "PrivacyBudget will refuse to spend.",
