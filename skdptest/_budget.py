@@ -646,7 +646,7 @@ class PrivacyBudget:
             epsilon=epsilon, delta=delta, path=None, ledger_id=None, owner_pid=None,
             accountant=accountant, rdp_order=order, reservation=None, fast=fast,
             loss_limit=_accountants.loss_limit(accountant, epsilon, delta, order),
-            pending=[], pending_lock=threading.Lock(),
+            pending=[], pending_lock=threading.Lock(), seen=(0, None),
         )
         if path is None:
             fd, path = tempfile.mkstemp(prefix="skdptest-budget-", suffix=".sqlite")
@@ -844,7 +844,28 @@ class PrivacyBudget:
         # The file's order and limit are authoritative (another dp_accounting version
         # could compute a slightly different limit; the ledger keeps the one it began with).
         self._set(rdp_order=state.rdp_order, loss_limit=state.loss_limit)
+        self._saw(state)
         return state.ledger_id
+
+    def _saw(self, state):
+        """Remember the newest state this handle has seen (its rollback anchor)."""
+        if state.n_entries >= self._seen[0]:
+            self._set(seen=(state.n_entries, state.head))
+
+    def _locked_state(self, con):
+        """:meth:`_read_state` under the write lock, refusing a ledger rolled back behind
+        what this handle (or the handle it was pickled from) already saw."""
+        state = self._read_state(con)
+        count, head = self._seen
+        if state.n_entries < count or (
+            state.n_entries == count and head is not None and state.head != head
+        ):
+            raise self._error(
+                f"is behind what this handle already saw ({state.n_entries} entries now, "
+                f"{count} seen, or another chain head): the ledger was rolled back (e.g. an "
+                "older copy restored over it); refusing to charge it."
+            )
+        return state
 
     def _connect(self, path=None):
         """Connect to an existing ledger file; never creates one."""
@@ -1119,11 +1140,12 @@ class PrivacyBudget:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
-            state = self._read_state(con)
+            state = self._locked_state(con)
             for when, label, epsilon, delta, profile in batch:
                 state = self._record_one(con, state, when, label, epsilon, delta, profile)
             self._write_totals(con, state)
             con.execute("COMMIT")
+            self._saw(state)
         except _DB_ERRORS as exc:
             raise self._db_error(exc, "the spend was not recorded") from exc
         finally:
@@ -1320,7 +1342,7 @@ class PrivacyBudget:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
-            state = self._read_state(con)
+            state = self._locked_state(con)
             loss, d = _from_units(loss_units), _from_units(delta_units)
             if not self._fits(state, loss, d):
                 state = self._release_stale(con, state)
@@ -1357,7 +1379,7 @@ class PrivacyBudget:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")
-            state = self._read_state(con)
+            state = self._locked_state(con)
             rows = self._read_reservations(con, state, res_id=res_id)
             if rows:
                 _, _, loss_left, delta_left = rows[0]
@@ -1494,6 +1516,7 @@ class PrivacyBudget:
             state = self._read_state(con)
             entries = self._verify_entries(con, state) if verify_entries else None
             con.execute("COMMIT")
+            self._saw(state)
         except _DB_ERRORS as exc:
             raise self._db_error(exc, "cannot read the privacy ledger") from exc
         finally:
@@ -1576,6 +1599,7 @@ class PrivacyBudget:
             "loss_limit": self._loss_limit,
             # A pickle made inside ``reserve`` (a joblib worker's copy) draws on it too.
             "reservation": self._reservation,
+            "seen": self._seen,
         }
 
     def __setstate__(self, state):
@@ -1604,6 +1628,7 @@ class PrivacyBudget:
             rdp_order=float(state.get("rdp_order", 0.0)),
             loss_limit=float(state.get("loss_limit", state["epsilon"])),
             reservation=state.get("reservation"),
+            seen=tuple(state.get("seen", (0, None))),
             fast=False,
             pending=[],
             pending_lock=threading.Lock(),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 import secrets
 import signal
 import time
@@ -155,6 +156,27 @@ def test_replaced_ledger_is_refused(location):
     with pytest.raises(LedgerError, match="is not the ledger this handle was opened on"):
         budget.spend(0.9)
     assert fresh.spent == (0.0, 0.0)
+
+
+def test_restored_copy_is_refused_by_a_handle_that_saw_more(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(1.0, path=str(path))
+    budget.spend(0.3)
+    backup = path.read_bytes()
+    budget.spend(0.3)
+    worker = pickle.loads(pickle.dumps(budget))  # carries the anchor
+    path.write_bytes(backup)  # an older copy restored over the ledger
+    for handle in (budget, worker):
+        with pytest.raises(LedgerError, match=r"is behind what this handle already saw "
+                           r"\(1 entries now, 2 seen"):
+            handle.spend(0.3)
+    # The documented limit: a handle opened after the restore has no anchor.
+    assert PrivacyBudget(1.0, path=str(path)).spent == (0.3, 0.0)
+    # Same count, other chain: a restored copy that was then spent on again.
+    other = PrivacyBudget(1.0, path=str(path))
+    other.spend(0.2)
+    with pytest.raises(LedgerError, match="or another chain head"):
+        budget.spend(0.1)
 
 
 # -- PostgreSQL specifics -------------------------------------------------------------------
