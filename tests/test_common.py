@@ -167,7 +167,13 @@ def _state_names(est):
     return set(vars(est))
 
 
-@pytest.mark.parametrize(("cls", "name", "value"), list(_invalid_cases()))
+_INVALID_CASES = list(_invalid_cases())
+
+
+# stable ids (no object address): pytest-xdist workers must collect the same names
+@pytest.mark.parametrize(("cls", "name", "value"), _INVALID_CASES,
+                         ids=[f"{c.__name__}-{n}-{type(v).__name__}-{i}"
+                              for i, (c, n, v) in enumerate(_INVALID_CASES)])
 def test_invalid_parameter_raises_before_charging_and_leaves_no_state(cls, name, value):
     budget = PrivacyBudget(epsilon=100.0)
     est, (X, y) = _make(cls, budget=budget, random_state=0)
