@@ -134,6 +134,13 @@ class PrivateConfidenceSequence(BaseStreamingTest):
         "lower", "upper"])``).
     n_features_in_ : int
         Number of features (1).
+    privacy_spent_ : PrivacySpent
+        What the last charge cost: ``epsilon``, ``delta`` and the privacy profile
+        declared to the ledger. This estimator declares ``"pure"``: its release is
+        ε-DP. It is not one continuous Laplace draw, so the
+        ``"laplace"`` profile (a tighter zCDP) is not claimed; the ``"zcdp"`` and
+        ``"rdp"`` accountants charge it as generic pure DP (see "Privacy profiles" in
+        the privacy-budget guide).
 
     Notes
     -----
