@@ -1,9 +1,11 @@
 """The shared privacy-budget ledger.
 
 A :class:`PrivacyBudget` is a *handle* to one ledger stored in an embedded SQLite
-database. Copies (``copy.deepcopy``, :func:`sklearn.base.clone`) return the same
-handle and pickles carry the database location, so every fit of a grid search,
-including fits run in joblib worker processes, charges the same ledger.
+database, or in a PostgreSQL database (``path="postgresql://..."``, see
+:mod:`skdptest._ledger_postgres`; the same transactions run on both). Copies
+(``copy.deepcopy``, :func:`sklearn.base.clone`) return the same handle and pickles
+carry the database location, so every fit of a grid search, including fits run in
+joblib worker processes, charges the same ledger.
 
 The ledger is an honest analyst's bookkeeping, not an access control: anyone who
 can write the file can edit it. What the file format guarantees is that accidents
@@ -552,7 +554,9 @@ class PrivacyBudget:
     a valid privacy filter when the spends are chosen adaptively (see
     :mod:`skdptest._accountants` and ``doc/privacy_budget.md``). A spend is one
     atomic check-then-record transaction, safe across threads and processes on
-    one machine, and costs O(1) however long the ledger is.
+    one machine (SQLite) or on every machine reaching the server (PostgreSQL), and
+    costs O(1) however long the ledger is. A handle refuses a ledger rolled back
+    behind what it (or the handle it was pickled from) already saw.
 
     Parameters
     ----------
@@ -566,7 +570,11 @@ class PrivacyBudget:
         the totals given must then equal those it was created with. Any other
         file (empty, foreign SQLite database, not SQLite, truncated, corrupted)
         raises :class:`LedgerError`. ``None`` uses a temporary file, deleted when
-        the creating process exits.
+        the creating process exits. A URL ``"postgresql://..."`` (the ``postgres``
+        extra, psycopg 3) keeps the ledger on a PostgreSQL server instead, with the
+        same transactions, integrity checks and semantics (see
+        :mod:`skdptest._ledger_postgres`): its tables are created in the URL's
+        database (or the schema its ``search_path`` names) unless a ledger is there.
     accountant : {"basic", "zcdp", "rdp"}, default="basic"
         How spends compose (fixed when the ledger is created; reopening with
         another accountant is refused). ``"zcdp"`` and ``"rdp"`` need
@@ -579,7 +587,8 @@ class PrivacyBudget:
     delta : float
         Total δ allowed (read-only).
     path : str
-        Location of the SQLite ledger (read-only).
+        Location of the ledger: an SQLite file, or a PostgreSQL URL (read-only;
+        messages and the repr never show the URL's password).
     accountant : str
         The accountant (read-only).
     rdp_order : float
