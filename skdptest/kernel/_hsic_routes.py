@@ -80,6 +80,8 @@ def plan_route(params, n, d_x, d_y, grids, aggregate, cyclic):
                 params["max_memory"] - extra)
             if block is not None:
                 blocked, memory = block, need
+            else:  # the refusal states the least this default needs
+                memory = min(memory, need)
     else:
         memory = hsic_memory_bytes(n, B, cyclic=cyclic, eval_bytes=max(
             kernel_eval_bytes(params["kernel"]), kernel_eval_bytes(params["y_kernel"])))

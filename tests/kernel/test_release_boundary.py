@@ -113,11 +113,13 @@ def test_hsic_memory_limit_names_n_bytes_and_the_routes_that_fit():
             r"n = 20000 pairs and n_permutations = 2000 needs about [\d.]+ GiB of memory "
             r"\(\d+ bytes\).* Routes within max_memory: method='features' \(about 0\.3\d+ "
             r"GiB\)\. Raise max_memory")
-    refused(DPHSICTest(), X, X[:, 0], ValueError,
-            r"n = 20000 pairs needs about 6\d\.\d GiB.* Routes within max_memory: "
-            r"kernel_params=\{'gamma': g\} and y_kernel_params=\{'gamma': g\} \(one bandwidth "
-            r"pair, the blocked exact path, cyclic=False\) \(about 1\.89 GiB\); "
-            r"method='features' \(about 0\.3\d+ GiB\)\.")
+    # the default (19 x 19 bandwidth aggregate) is no longer refused (issue 20): it runs
+    # by diagonal blocks within 2 GiB; below its least plan it is refused, naming it
+    plan = DPHSICTest()._prepare(X, X[:, 0], reset=True).plan
+    assert plan.blocked is not None and plan.memory_bytes <= 2 * 2**30
+    refused(DPHSICTest(max_memory=2**26), X, X[:, 0], ValueError,
+            r"n = 20000 pairs needs about 0\.1\d+ GiB.*No other route fits within max_memory "
+            r"either.*Raise max_memory")
     refused(_fixed(DPHSICTest, cyclic=True, max_memory=2**20), X, X[:, 0], ValueError,
             r"n = 20000 pairs needs about 9\.\d+ GiB.*No other route fits within max_memory "
             r"either \(.*blocked exact path.*: about 1\.89 GiB; .*cyclic=True.*: about "
