@@ -61,7 +61,8 @@ UNIT_SHIFT = dict(null=stats.multivariate_normal(np.zeros(1), np.eye(1)),
 #: For each public estimator: small, fast keyword arguments and a data maker.
 CASES = {
     "PrivateEValueTest": (UNIT_SHIFT, lambda: (_normal(60, 1), None)),
-    "PrivateEProcess": (UNIT_SHIFT, lambda: (_normal(200, 1), None)),
+    # 60 rows: batches of 15, 7, 10 and 16 rows (each new batch size plans its release)
+    "PrivateEProcess": (UNIT_SHIFT, lambda: (_normal(60, 1), None)),
     "PrivateConfidenceSequence": (dict(), lambda: (
         (np.arange(120.0) % 3 == 0).astype(float).reshape(-1, 1), None)),
     "DPMMDTest": (dict(n_permutations=50), _two_groups),
