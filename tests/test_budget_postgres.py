@@ -269,14 +269,18 @@ def _race_worker(location, queue, start_at):
     asked = []
     while time.time() < start_at:
         time.sleep(0.001)
+    error = None
     while True:
         t_ask = time.time()
         try:
             budget.spend(0.01, label=f"{os.getpid()}")
         except BudgetExceededError:
             break
+        except Exception as exc:  # reported to the test, which fails on it
+            error = repr(exc)
+            break
         asked.append(t_ask)
-    queue.put((os.getpid(), asked))
+    queue.put((os.getpid(), (asked, error)))
 
 
 def _race(location, n_proc):
@@ -290,7 +294,10 @@ def _race(location, n_proc):
     results = dict(queue.get(timeout=300) for _ in procs)
     for p in procs:
         p.join(30)
-    return results, PrivacyBudget(1.0, path=location).ledger
+    errors = [error for _, error in results.values() if error is not None]
+    assert errors == [], errors[0]
+    return {pid: asked for pid, (asked, _) in results.items()}, PrivacyBudget(
+        1.0, path=location).ledger
 
 
 def _max_overtakes(results, entries):
