@@ -248,6 +248,13 @@ class DPHSICTest(BasePrivateTest):
         Number of features of ``X`` seen in ``fit``.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Feature names, when ``X`` is a DataFrame with string column names.
+    privacy_spent_ : PrivacySpent
+        What the last charge cost: ``epsilon``, ``delta`` and the privacy profile
+        declared to the ledger. This estimator declares ``"pure"``: its release is
+        ε-DP (or (ε, δ)-DP when ``delta > 0``). It is not one continuous Laplace draw, so the
+        ``"laplace"`` profile (a tighter zCDP) is not claimed; the ``"zcdp"`` and
+        ``"rdp"`` accountants charge it as generic pure DP (see "Privacy profiles" in
+        the privacy-budget guide).
 
     See Also
     --------
