@@ -223,6 +223,24 @@ def test_password_never_shown():
     assert "someone:***@" in str(info.value)
 
 
+@needs_server
+def test_password_not_in_repr():
+    url, schema = _fresh_schema_url()
+    try:
+        parts = url.split("://", 1)
+        if "@" not in parts[1].split("/", 1)[0]:
+            pytest.skip(f"{URL_ENV} names no user (the CI URL does)")
+        user, rest = parts[1].split("@", 1)
+        with_password = f"{parts[0]}://{user}:s3cr3t@{rest}"  # ignored by trust auth
+        budget = PrivacyBudget(1.0, path=with_password)
+        budget.spend(0.5)
+        assert "s3cr3t" not in repr(budget)
+        assert f"{user}:***@" in repr(budget)
+        assert budget.path == with_password  # pickles reconnect with it
+    finally:
+        _sql(URL, f"DROP SCHEMA {schema} CASCADE")
+
+
 # -- crashes and races: 0 lost, 0 overdrawn, fair -----------------------------------------
 
 
