@@ -86,9 +86,9 @@ def _log_f_exact(y, n, cands, rate):
     """log f(y; q) = log P(Binom(n, q) + Z = y), Z discrete Laplace at ``rate``
     (pmf tanh(r/2) e^{-r abs(z)}): rows q in ``cands``, columns the noisy counts ``y``.
     The convolution over the count's whole support is one matrix product (binomial
-    rows scaled by their maximum, the noise kernel at each distinct y). A term that
-    underflows is below 1e-300 times its row's largest binomial term: the mixture
-    loses at most that (its near-p alternatives are ~e^-100 at worst)."""
+    rows scaled by their maximum (at most 1), the noise kernel at each distinct y).
+    Only an f below about e^-708 can underflow to 0: :func:`_vector_e_process`
+    checks that the mixture it enters is far above that."""
     logb = _log_binom_rows(n, cands)
     top = logb.max(axis=1, keepdims=True)
     uy, inv = np.unique(np.asarray(y, dtype=float), return_inverse=True)
@@ -114,6 +114,8 @@ def _vector_e_process(Y, ns, rate, prior, ps, log_f=_log_f_exact):
     for k, n in enumerate(ns):
         ell += log_f(Y[:, k], int(n), cands, rate)
         log_n = special.logsumexp(ell[:prior.q.size], axis=0) - math.log(prior.q.size)
+        # underflowed terms (each below e^-708 / (G + 1)) change N by a factor < 1 + e^-100
+        assert np.all(log_n > -600)
         out.append(log_n[None, :] - ell[prior.q.size:])
     return np.array(out)
 
