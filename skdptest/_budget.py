@@ -41,6 +41,7 @@ import hashlib
 import math
 import os
 import secrets
+import socket
 import sqlite3
 import tempfile
 import threading
@@ -439,6 +440,27 @@ def _reservation_digest(ledger_id, res_id, pid, loss_left, delta_left):
         _format_units(loss_left),
         _format_units(delta_left),
     )
+
+
+def _host_tag():
+    """31 bits naming this machine (a hash of its host name): a reservation's owner is
+    ``tag << 32 | pid``, so only a process on the owner's machine judges it crashed."""
+    name = socket.gethostname().encode("utf-8", "surrogateescape")
+    return int.from_bytes(hashlib.sha256(name).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def _owner_id():
+    """This process as a reservation owner: its machine's tag and its pid."""
+    return _host_tag() << 32 | os.getpid()
+
+
+def _owner_alive(owner):
+    """Whether a reservation's owner may still run. A pid means nothing on another
+    machine (a server ledger is shared by several): an owner elsewhere counts as alive,
+    so its reservation is kept until it is released (never freed early)."""
+    if owner >> 32 != _host_tag():
+        return True
+    return _pid_alive(owner & 0xFFFFFFFF)
 
 
 def _pid_alive(pid):
@@ -1272,7 +1294,7 @@ class PrivacyBudget:
         if not (state.reserved_loss or state.reserved_delta):
             return state
         for res, pid, loss_left, delta_left in self._read_reservations(con, state):
-            if not _pid_alive(pid):
+            if not _owner_alive(pid):
                 con.execute("DELETE FROM reservations WHERE id = ?", (res,))
                 state = state.replace(
                     reserved_loss=state.reserved_loss - loss_left,
@@ -1360,7 +1382,7 @@ class PrivacyBudget:
                         state, eps_shown, delta_shown, "reservation", what="a reservation of"
                     ).replace("Nothing was recorded.", "Nothing was reserved or spent."))
             res_id = state.n_reservations + 1
-            pid = os.getpid()
+            pid = _owner_id()
             con.execute(
                 "INSERT INTO reservations (id, pid, loss_left, delta_left, digest) "
                 "VALUES (?, ?, ?, ?, ?)",
