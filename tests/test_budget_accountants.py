@@ -424,3 +424,21 @@ def test_cli_json_reports_what_was_spent(tmp_path, capsys):
                                         "ledger": str(ledger)}
     assert payload["ledger"]["n_releases"] == 1
     assert PrivacyBudget(5.0, 1e-6, ledger, accountant="zcdp").loss_spent == 0.125
+
+
+def test_only_the_owners_machine_judges_a_reservation_crashed():
+    # a pid means nothing on another machine sharing a server ledger: an owner there
+    # counts as alive, so a live reservation is never freed early by a spend elsewhere
+    import os
+    import subprocess
+    import sys
+
+    from skdptest import _budget
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    here = _budget._host_tag()
+    assert _budget._owner_id() == here << 32 | os.getpid()
+    assert _budget._owner_alive(_budget._owner_id())
+    assert not _budget._owner_alive(here << 32 | child.pid)
+    assert _budget._owner_alive((here ^ 1) << 32 | child.pid)
