@@ -114,7 +114,8 @@ def test_noise_draws_follow_the_geometric_law_and_halved_noise_is_caught(monkeyp
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
     n, rng = 20, np.random.default_rng(2)
-    z = np.array([model.release(0, 1.0, rng, n) for _ in range(20000)])
+    # 5000 draws: every cell expects >= 10 (rate 1/32); the mutant's chi2 is far above
+    z = np.array([model.release(0, 1.0, rng, n) for _ in range(5000)])
     rate = model.noise_rate(n)
     values = np.arange(-60, 61)
     expected = _geometric_pmf(values, rate) * z.size
@@ -122,7 +123,7 @@ def test_noise_draws_follow_the_geometric_law_and_halved_noise_is_caught(monkeyp
     chi2 = float(np.sum((observed - expected) ** 2 / expected))
     assert chi2 < stats.chi2.ppf(1 - 1e-4, values.size - 1)
     monkeypatch.setattr(LatticeExact, "noise_rate", lambda self, n: 2 * rate)
-    z2 = np.array([model.release(0, 1.0, rng, n) for _ in range(20000)])
+    z2 = np.array([model.release(0, 1.0, rng, n) for _ in range(5000)])
     observed2 = np.array([(z2 == v).sum() for v in values])
     chi2_2 = float(np.sum((observed2 - expected) ** 2 / expected))
     assert chi2_2 > stats.chi2.ppf(1 - 1e-4, values.size - 1)
