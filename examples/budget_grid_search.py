@@ -12,6 +12,7 @@ import argparse
 from collections import Counter
 
 import numpy as np
+from scipy import stats
 from sklearn.model_selection import GridSearchCV
 
 from skdptest import BudgetExceededError, PrivacyBudget, PrivateEValueTest
@@ -22,6 +23,10 @@ def main(n_jobs=1):
     X = np.random.default_rng(0).normal(0.4, 1.0, size=(150, 2))
     grid = {"epsilon": [0.5, 1.0]}
     n_folds = 3
+    # The laws of one row under the null and the alternative (public choices, made
+    # before the data are seen): no shift against a shift of 0.4 in both features.
+    null = stats.multivariate_normal(np.zeros(2), np.eye(2))
+    alternative = stats.multivariate_normal(np.full(2, 0.4), np.eye(2))
 
     budget = PrivacyBudget(epsilon=20.0)
     # random_state is left None: a fixed seed would be copied into every candidate and
@@ -29,7 +34,7 @@ def main(n_jobs=1):
     # error_score="raise": without it GridSearchCV would turn a refused spend
     # (BudgetExceededError) into a NaN score and carry on.
     search = GridSearchCV(
-        PrivateEValueTest(budget=budget),
+        PrivateEValueTest(null, alternative, budget=budget),
         grid,
         cv=n_folds,
         n_jobs=n_jobs,
@@ -53,7 +58,7 @@ def main(n_jobs=1):
     small = PrivacyBudget(epsilon=5.0)
     try:
         GridSearchCV(
-            PrivateEValueTest(budget=small), grid, cv=n_folds,
+            PrivateEValueTest(null, alternative, budget=small), grid, cv=n_folds,
             error_score="raise",
         ).fit(X)
     except BudgetExceededError as exc:
