@@ -203,8 +203,9 @@ def _demo():
     print("DPMMDTest: is time on page distributed alike under A and B?")
     print(f"  p-value = {r.pvalue:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
 
+    # the default: all n - 1 cyclic shifts of one random order (no n_permutations)
     r = skdptest.DPHSICTest(
-        epsilon=eps, n_permutations=500, budget=budget, random_state=0
+        epsilon=eps, budget=budget, random_state=0
     ).test(log_minutes, converted.astype(float))
     print("DPHSICTest: is conversion independent of time on page?")
     print(f"  p-value = {r.pvalue:.4g}; reject at alpha={r.alpha:g}: {r.reject}")
