@@ -26,6 +26,7 @@ value, are behind ``-m slow``.
 The bugs this file found have been fixed (no xfail markers remain).
 """
 
+import contextlib
 import dataclasses
 import math
 import re
@@ -40,6 +41,7 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from scipy import stats
 
 from skdptest import (
     DPHSICTest,
@@ -47,9 +49,11 @@ from skdptest import (
     GeneralizedThresholdMechanism,
     InvalidParameterError,
     PrivacyBudget,
+    PrivacyLeakWarning,
     PrivateEProcess,
     PrivateEValueTest,
 )
+from skdptest.evalue._evalue import MAX_EPSILON
 
 #: Rows of the valid-path data: fixed, so that each e-value plan is computed once.
 N_ROWS = 30
@@ -87,7 +91,13 @@ class Spec:
         The parameter playing the role of the level α.
     widths : tuple of int
         Numbers of columns drawn for valid data (1 only for the e-value tests, whose
-        default laws are planned once per dimension).
+        laws have one dimension).
+    one_d_is_column : bool
+        Whether 1-D ``X`` is read as one column (the e-value tests, whose laws are
+        univariate) instead of refused as ambiguous.
+    max_epsilon : float
+        The ε above which the release is computed at this cap, with a
+        ``PrivacyLeakWarning`` saying so (the e-value tests), or infinity.
     """
 
     cls: type
@@ -95,14 +105,25 @@ class Spec:
     make_y: Any
     alpha_name: str
     widths: tuple
+    one_d_is_column: bool = False
+    max_epsilon: float = math.inf
 
+
+#: The e-value tests' laws of one row, given explicitly: the default pair for one column
+#: (N(0, 1) against N(1, 1)), without the warning that no laws were given.
+UNIT_SHIFT = dict(null=stats.multivariate_normal(np.zeros(1), np.eye(1)),
+                  alternative=stats.multivariate_normal(np.ones(1), np.eye(1)))
 
 SPECS = {
-    "PrivateEValueTest": Spec(PrivateEValueTest, {}, None, "alpha", (1,)),
-    "PrivateEProcess": Spec(PrivateEProcess, {}, None, "alpha", (1,)),
+    "PrivateEValueTest": Spec(PrivateEValueTest, UNIT_SHIFT, None, "alpha", (1,), True,
+                              MAX_EPSILON),
+    "PrivateEProcess": Spec(PrivateEProcess, UNIT_SHIFT, None, "alpha", (1,), True,
+                            MAX_EPSILON),
     "DPMMDTest": Spec(DPMMDTest, {"n_permutations": 20}, lambda n: np.arange(n) % 2,
                       "alpha", (1, 2)),
-    "DPHSICTest": Spec(DPHSICTest, {"n_permutations": 20}, _hsic_y, "alpha", (1, 2)),
+    # random permutations: with the default cyclic aggregate n_permutations is ignored
+    "DPHSICTest": Spec(DPHSICTest, {"n_permutations": 20, "cyclic": False}, _hsic_y,
+                       "alpha", (1, 2)),
     "GeneralizedThresholdMechanism": Spec(GeneralizedThresholdMechanism, {}, None,
                                           "failure_probability", (1, 2)),
 }
@@ -303,7 +324,12 @@ def test_odd_inputs(name, kind):
         X = build(n, seed)
         y = _y(name, X.shape[0])
         outcome = check_fit(name, X, y, match)
-        if must_refuse:
+        if kind == "1-D input" and SPECS[name].one_d_is_column:
+            # univariate laws read 1-D rows as one column: the column's release
+            assert outcome == "released", "1-D rows of univariate laws were refused"
+            one_d, column = _make(name)[0], _make(name)[0]
+            assert one_d.fit(X, y).result_ == column.fit(X.reshape(-1, 1), y).result_
+        elif must_refuse:
             assert outcome == "refused", f"{kind} input was released"
 
     prop()
@@ -312,15 +338,17 @@ def test_odd_inputs(name, kind):
 # -- later calls on a different width ---------------------------------------------------------
 @pytest.mark.parametrize("name", NAMES)
 def test_score_on_other_width(name):
-    """``score`` after ``fit`` on another number of columns (or 1-D data) is refused
-    before the charge and leaves the fitted state untouched."""
+    """``score`` after ``fit`` on another number of columns (or 1-D data, where it is not
+    read as one column) is refused before the charge and leaves the fitted state
+    untouched."""
     est, budget = _make(name)
     X = _normal(N_ROWS, 1, 0)
     est.fit(X, _y(name, N_ROWS))
     assert len(budget) == 1
 
     @FEW
-    @given(width=st.integers(2, 4), one_d=st.booleans())
+    @given(width=st.integers(2, 4),
+           one_d=st.just(False) if SPECS[name].one_d_is_column else st.booleans())
     def prop(width, one_d):
         Xs = _normal(N_ROWS, width, 1)
         if one_d:
@@ -334,10 +362,10 @@ def test_score_on_other_width(name):
     assert len(budget) == 1
 
 
-#: A bad chunk sent mid-stream: kind -> (builder, refusal regex).
+#: A bad chunk sent mid-stream: kind -> (builder, refusal regex). (A 1-D chunk is one
+#: column of the univariate laws: test_partial_fit_one_d_chunk_is_a_column.)
 BAD_CHUNKS = {
     "wider": (lambda k: _normal(k, 2, 5), r"X has 2 features.*expecting 1 feature"),
-    "1-D": (lambda k: _normal(k, 1, 5)[:, 0], r"Expected 2D array"),
     "NaN": (lambda k: np.full((k, 1), np.nan), r"NaN"),
     "inf": (lambda k: np.full((k, 1), -np.inf), r"infinity"),
     "empty": (lambda k: np.empty((0, 1)), r"0 sample|minimum of 1"),
@@ -347,7 +375,7 @@ BAD_CHUNKS = {
 
 
 def test_partial_fit_bad_chunk_changes_nothing():
-    """A refused ``partial_fit`` chunk (other width, 1-D, NaN, ...) is not charged,
+    """A refused ``partial_fit`` chunk (other width, NaN, sparse, ...) is not charged,
     rebinds nothing, and the stream continues exactly as if it had never been sent."""
 
     @FEW
@@ -367,6 +395,27 @@ def test_partial_fit_bad_chunk_changes_nothing():
         # the next valid chunk gives the release of a stream that never saw the bad one
         est.partial_fit(X[first:])
         ref.partial_fit(X[first:])
+        assert len(budget) == 1
+        assert est.result_ == ref.result_
+        _assert_finite_release(est.result_)
+
+    prop()
+
+
+def test_partial_fit_one_d_chunk_is_a_column():
+    """With univariate laws a 1-D chunk (first or later) is read as one column: the
+    stream releases exactly what the same rows as an (n, 1) chunk release."""
+
+    @FEW
+    @given(k=st.integers(1, 8), first=st.integers(1, 12))
+    def prop(k, first):
+        X = _normal(N_ROWS, 1, 3)
+        est, budget = _make("PrivateEProcess")
+        ref, _ = _make("PrivateEProcess")
+        est.partial_fit(X[:first, 0])
+        ref.partial_fit(X[:first])
+        est.partial_fit(X[first:first + k, 0])
+        ref.partial_fit(X[first:first + k])
         assert len(budget) == 1
         assert est.result_ == ref.result_
         _assert_finite_release(est.result_)
@@ -506,8 +555,12 @@ def test_extreme_valid_parameters(name, param, index):
     charge. Never an OverflowError/ZeroDivisionError, never a charge without release."""
     value = EXTREME[param][index]
     pname = _param_name(name, param)
-    check_fit(name, _normal(N_ROWS, 1, 0) + 3.0, _y(name, N_ROWS), rf"\b{pname}\b",
-              **{pname: value})
+    capped = param == "epsilon" and value > SPECS[name].max_epsilon
+    # a capped ε is released at the cap, and the user is told so (at fit and at score)
+    with (pytest.warns(PrivacyLeakWarning, match=rf"epsilon={re.escape(repr(value))} is above")
+          if capped else contextlib.nullcontext()):
+        check_fit(name, _normal(N_ROWS, 1, 0) + 3.0, _y(name, N_ROWS), rf"\b{pname}\b",
+                  **{pname: value})
 
 
 @pytest.mark.parametrize("name", CHEAP)
