@@ -29,7 +29,9 @@ open reservations, each with its own digest. A spend reads and rewrites only the
 ``totals`` row (and its reservation's row), so it costs O(1) whatever the length of
 the ledger; reading :attr:`PrivacyBudget.ledger` (and reopening a ledger by path)
 re-verifies every entry against the chain, the count, the exact sums and the
-reservations.
+reservations. Table ``queue`` (created by the first spend that has to wait; outside the
+digests, it holds no budget) orders waiting spends first come, first served (see
+``PrivacyBudget._begin_turn``).
 """
 
 from __future__ import annotations
@@ -94,6 +96,21 @@ _REL_TOL = 1e-9
 # Seconds a connection waits for another process's write lock before giving up
 # (module-level so that tests can shorten it).
 _BUSY_TIMEOUT = 60.0
+
+# A spend that has to wait on an SQLite ledger queues for its turn (first come, first
+# served). _POLL: the pause, in seconds, between its tries of the write lock, and the
+# first pause between its reads of the queue (growing to _POLL_MAX while the ticket first
+# in line stays the same). SQLite's own busy handler sleeps up to 100 ms between tries,
+# which lets writers that ask later cut in; short pauses make the queue's order the
+# order of service.
+_POLL = 0.0005
+_POLL_MAX = 0.005
+
+# The queue of waiting spends (SQLite only). Created by the first spend that has to wait;
+# outside the digests and the hash chain: it holds no budget, only the order of service.
+_QUEUE_TABLE = (
+    "CREATE TABLE IF NOT EXISTS queue (ticket INTEGER PRIMARY KEY, owner INTEGER NOT NULL)"
+)
 
 # Every float64 is an integer multiple of 2**-1074, so sums kept as integers in
 # these units are exact; ``units / 2**1074`` (int true division) is correctly
@@ -543,6 +560,48 @@ class _State:
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
         fields.update(changes)
         return _State(**fields)
+
+
+def _begin_immediate(con, wait):
+    """``BEGIN IMMEDIATE`` on an SQLite connection, retrying every ``_POLL`` seconds for
+    at most ``_BUSY_TIMEOUT`` seconds (``wait``), or not at all.
+
+    Returns whether the lock was taken (always ``True`` with ``wait``, which raises
+    SQLite's "database is locked" error once the time is up).
+    """
+    con.execute("PRAGMA busy_timeout = 0")
+    try:
+        deadline = time.monotonic() + _BUSY_TIMEOUT
+        while True:
+            try:
+                con.execute("BEGIN IMMEDIATE")
+                return True
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                if not wait:
+                    return False
+                if time.monotonic() >= deadline:
+                    raise
+            # Never slower: a backoff would let writers that asked later cut in.
+            time.sleep(_POLL)
+    finally:
+        # The commit may still wait for readers: SQLite's busy handler, as for any statement.
+        con.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
+
+
+def _leave_queue(con, ticket):
+    """Delete a spend's ticket after its transaction failed (best effort: a ticket left
+    behind by a live process delays the queue at most ``_BUSY_TIMEOUT`` seconds, and one
+    of a dead process is skipped)."""
+    try:
+        if con.in_transaction:
+            con.execute("ROLLBACK")
+        _begin_immediate(con, wait=True)
+        con.execute("DELETE FROM queue WHERE ticket = ?", (ticket,))
+        con.execute("COMMIT")
+    except _DB_ERRORS:
+        pass
 
 
 def _open_connection(uri):
@@ -1116,7 +1175,9 @@ class PrivacyBudget:
         One ``BEGIN IMMEDIATE`` transaction reads the ledger's totals row, verifies
         it, checks the spend with the ledger's accountant and records it: O(1)
         whatever the length of the ledger. Inside :meth:`reserve`, the spend draws
-        on the reservation while it covers the spend.
+        on the reservation while it covers the spend. Spends that have to wait for
+        the lock are served first come, first served (on SQLite through a queue of
+        tickets, on PostgreSQL by the server's lock queue).
 
         Parameters
         ----------
@@ -1169,19 +1230,82 @@ class PrivacyBudget:
     def _record(self, batch):
         """Check and record ``(time or None, label, ε, δ, profile)`` spends in one transaction."""
         con = self._connect()
+        ticket = None
         try:
-            con.execute("BEGIN IMMEDIATE")
+            if _ledger_postgres.is_url(self._path):
+                con.execute("BEGIN IMMEDIATE")  # the server's lock queue is FIFO already
+            else:
+                ticket = self._begin_turn(con)
             state = self._locked_state(con)
             for when, label, epsilon, delta, profile in batch:
                 state = self._record_one(con, state, when, label, epsilon, delta, profile)
             self._write_totals(con, state)
+            if ticket is not None:
+                # In the same transaction: a crash leaves either the spend recorded and no
+                # ticket, or no spend and the ticket of a dead process (which waiters skip).
+                con.execute("DELETE FROM queue WHERE ticket <= ?", (ticket,))
             con.execute("COMMIT")
+            ticket = None
             self._saw(state)
         except _DB_ERRORS as exc:
             raise self._db_error(exc, "the spend was not recorded") from exc
         finally:
-            # Closing without COMMIT rolls back: nothing of a refused spend remains.
+            # Leaving without COMMIT rolls back: nothing of a refused spend remains. A
+            # refused or failed spend then gives up its place in the queue.
+            if ticket is not None:
+                _leave_queue(con, ticket)
             con.close()
+
+    def _begin_turn(self, con):
+        """``BEGIN IMMEDIATE`` on an SQLite ledger when it is this spend's turn.
+
+        A spend that gets the write lock at once while no one is queued goes ahead (no
+        ticket, one transaction). Otherwise it takes a ticket (a row of ``queue``, in a
+        short transaction of its own) and polls until no ticket ahead of its own belongs
+        to a live process, then takes the lock: first come, first served. Tickets of dead
+        processes (``_owner_alive``) are skipped and deleted with the spend's own, so a
+        killed process never blocks the queue; a ticket that stays first for longer than
+        ``_BUSY_TIMEOUT`` (abandoned by a live process, or written by hand) is skipped too,
+        so nothing in the queue can do worse than delay. Returns the ticket (``None``:
+        none was taken); its row must be deleted in the spend's transaction.
+        """
+        if _begin_immediate(con, wait=False):
+            try:
+                waiting = con.execute("SELECT 1 FROM queue LIMIT 1").fetchone()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                waiting = None
+            if waiting is None:
+                return None
+        else:
+            _begin_immediate(con, wait=True)
+        con.execute(_QUEUE_TABLE)
+        ticket = con.execute(
+            "INSERT INTO queue (owner) VALUES (?)", (_owner_id(),)
+        ).lastrowid
+        con.execute("COMMIT")
+        try:
+            head, since, pause = None, time.monotonic(), _POLL
+            while True:
+                # Tickets are issued in increasing order, so none can appear ahead of ours.
+                ahead = [t for t, owner in con.execute(
+                    "SELECT ticket, owner FROM queue WHERE ticket < ? ORDER BY ticket",
+                    (ticket,)).fetchall() if type(owner) is int and _owner_alive(owner)]
+                if not ahead:
+                    break
+                now = time.monotonic()
+                if ahead[0] != head:
+                    head, since, pause = ahead[0], now, _POLL
+                elif now - since > _BUSY_TIMEOUT:
+                    break  # the first ticket is not being served: skip it
+                time.sleep(pause)
+                pause = min(2 * pause, _POLL_MAX)
+            _begin_immediate(con, wait=True)
+        except BaseException:
+            _leave_queue(con, ticket)
+            raise
+        return ticket
 
     def _record_one(self, con, state, when, label, epsilon, delta, profile):
         loss = _accountants.loss(self._accountant, epsilon, profile, self._rdp_order)

@@ -1095,3 +1095,83 @@ def test_failure_to_create_a_ledger_names_the_path_and_leaves_nothing(tmp_path, 
         PrivacyBudget(epsilon=1.0, path=path)
     assert isinstance(info.value.__cause__, sqlite3.OperationalError)
     assert os.listdir(tmp_path) == []
+
+
+# -- the SQLite queue: first come, first served -----------------------------------------
+
+
+def _queue(path, *owners):
+    """Put tickets of ``owners`` in the ledger's queue (as waiting spends would)."""
+    with sqlite3.connect(path) as con:
+        con.execute(_budget._QUEUE_TABLE)
+        for owner in owners:
+            con.execute("INSERT INTO queue (owner) VALUES (?)", (owner,))
+    con.close()
+
+
+def _tickets(path):
+    with sqlite3.connect(path) as con:
+        rows = con.execute("SELECT ticket, owner FROM queue ORDER BY ticket").fetchall()
+    con.close()
+    return rows
+
+
+def _dead_owner():
+    child = multiprocessing.get_context("fork").Process(target=int)
+    child.start()
+    child.join(30)
+    return _budget._host_tag() << 32 | child.pid
+
+
+def test_uncontended_spend_takes_no_ticket(tmp_path, monkeypatch):
+    budget = PrivacyBudget(epsilon=1.0, path=tmp_path / "ledger.sqlite")
+    statements = _traced_spend(monkeypatch, budget)
+    assert not any("INSERT INTO queue" in s for s in statements)
+    assert len(budget) == 1
+
+
+def test_tickets_of_dead_processes_never_block_the_queue(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    # A process killed while waiting leaves its ticket; so may a hand edit (a non-integer
+    # owner). Both are skipped at once (not after the 60 s timeout) and deleted with the
+    # spend that queued behind them.
+    _queue(path, _dead_owner(), "not an owner")
+    statements = []
+    _wrapped_connect(monkeypatch, lambda con: con.set_trace_callback(statements.append))
+    t0 = time.monotonic()
+    budget.spend(0.25, label="behind dead tickets")
+    assert time.monotonic() - t0 < 10
+    monkeypatch.undo()
+    assert any(s.startswith("INSERT INTO queue") for s in statements)  # it did queue
+    assert _tickets(path) == []
+    assert [e.label for e in budget.ledger] == ["behind dead tickets"]
+
+
+def test_ticket_left_by_a_live_process_delays_at_most_the_lock_timeout(tmp_path, monkeypatch):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    # An owner on another machine always counts as alive: its ticket is skipped only once
+    # it has stayed first for _BUSY_TIMEOUT seconds.
+    _queue(path, (_budget._host_tag() ^ 1) << 32 | 12345)
+    monkeypatch.setattr(_budget, "_BUSY_TIMEOUT", 0.3)
+    t0 = time.monotonic()
+    budget.spend(0.25)
+    assert 0.3 <= time.monotonic() - t0 < 10
+    assert _tickets(path) == []
+    assert budget.spent == (0.25, 0.0)
+
+
+def test_refused_spend_gives_up_its_ticket(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    budget = PrivacyBudget(epsilon=1.0, path=path)
+    dead = _dead_owner()
+    _queue(path, dead)
+    with pytest.raises(BudgetExceededError, match=r"asked for epsilon=2"):
+        budget.spend(2.0)
+    # Nothing recorded; the refused spend's ticket is gone, the dead one's stays (the
+    # refused transaction, which would have deleted it, was rolled back).
+    assert [owner for _, owner in _tickets(path)] == [dead]
+    assert len(budget) == 0
+    budget.spend(0.5)
+    assert _tickets(path) == []

@@ -339,8 +339,8 @@ def test_race_neither_loses_nor_overdraws(location, n_proc):
     overtakes = _max_overtakes(results, entries)
     backend = "postgres" if location.startswith("postgresql://") else "sqlite"
     print(f"{backend}: {n_proc} processes, at most {overtakes} overtakes")
-    if location.startswith("postgresql://"):
-        # First come, first served (PostgreSQL's lock queue): while a process waits, each
-        # other one is served a bounded number of times (once after it queued, plus what
-        # its connection set-up lets through).
-        assert overtakes <= 4 * (n_proc - 1)
+    # First come, first served on both backends (PostgreSQL's lock queue; SQLite's queue
+    # table): while a process waits, each other one is served a bounded number of times
+    # (once after it queued, plus what its connection set-up lets through). Without the
+    # SQLite queue, one process waited while 47 to 59 spends of the others went through.
+    assert overtakes <= 4 * (n_proc - 1)
