@@ -204,7 +204,8 @@ class LedgerError(ValueError):
     >>> import os, tempfile
     >>> from skdptest import LedgerError, PrivacyBudget
     >>> path = os.path.join(tempfile.mkdtemp(), "notes.txt")
-    >>> _ = open(path, "w").write("not a ledger")
+    >>> with open(path, "w") as file:
+    ...     _ = file.write("not a ledger")
     >>> try:
     ...     PrivacyBudget(1.0, path=path)
     ... except LedgerError as exc:
