@@ -13,13 +13,18 @@ Float safety. Each computed row is a deterministic function of that row alone (a
 of the public frequencies): the angles are formed elementwise (a fixed sequence of
 correctly rounded multiplications and additions, no BLAS reduction whose order
 could depend on the row's position), then cos/sin, then the row is *quantised* to
-integers ``k = round(phi * 2^23)`` (exact in float32 and float64) and, if its exact
-integer squared norm exceeds ``R^2 2^46``, shrunk until it does not (an integer
-check, so ``||phi_q|| <= R = 1 + 2^-16`` holds for every row whatever the
-accuracy of cos/sin). The MMD sums of integer rows over at most ``2^30`` rows are
-exact in float64 (every partial sum is an integer below ``2^53``), so the sums do
-not depend on BLAS, threads, blocks or chunks; only the last few operations round,
-which :func:`feature_mmd_abs_error` bounds.
+12-bit integers ``k = round(phi * 2^q)``, ``q = 11 + floor(log2(D) / 2)`` (so
+``abs(k) <= 2^11``: :func:`fourier_bits`), stored times ``2^(23 - q)`` (integers,
+exact in float32 and float64, on the common ``2^-23`` scale) and, if its exact
+integer squared norm exceeds ``R^2 2^(2q)``, shrunk until it does not (an integer
+check, so ``||phi_q|| <= R = 1 + 2^-10`` holds for every row whatever the accuracy
+of cos/sin; rounding moves a unit row by less than ``sqrt(2) 2^-11``). The MMD sums
+of integer rows over at most ``2^30`` rows are exact in float64 (every partial sum
+is an integer below ``2^53``), so the sums do not depend on BLAS, threads, blocks or
+chunks; only the last few operations round, which :func:`feature_mmd_abs_error`
+bounds. The 12-bit rows make a 0/1 combination of 4096 of them exact in *one*
+float32 product (:func:`subset_sums`). The squared map is built from rows on the
+finer ``2^-23`` grid (``R = 1 + 2^-16``, ``fine=True``).
 
 Why 2R and not sqrt(2). The feature kernel ``k_phi(x, x') = (1/D) sum_j cos(w_j^T (x -
 x'))`` is not the kernel: over unbounded data it comes arbitrarily close to -1 (for
@@ -54,6 +59,7 @@ __all__ = [
     "feature_hsic_statistics",
     "feature_map",
     "feature_shape",
+    "fourier_bits",
     "make_features",
     "max_exact_rows",
     "spectral_gamma",
@@ -72,11 +78,17 @@ __all__ = [
 FEATURE_KERNELS = ("rbf", "laplacian")
 # Largest accepted n_components (D): 2 D features per row.
 MAX_COMPONENTS = 2**14
-# Quantisation: features are integers times 2^-_QBITS (|k| <= 2^_QBITS).
+# Scale: every feature array holds integers times 2^-_QBITS.
 _QBITS = 23
-# Public bound R on the norm of every computed (quantised) feature row. Rounding to
-# the 2^-23 grid moves a unit row by at most sqrt(2 D) 2^-24 <= 2^-16 for D <= 2^15.
-FEATURE_RADIUS = 1.0 + 2.0**-16
+# Fourier rows are 12-bit integers: abs(k) <= 2^_COARSE_BITS on the grid 2^-fourier_bits(D).
+_COARSE_BITS = 11
+# Public bound R on the norm of every computed fourier row. Rounding to the grid
+# 2^-q, 2^q > 2^10 sqrt(D), moves a unit row by at most sqrt(2 D) 2^-(q + 1) <
+# sqrt(2) 2^-11 < 2^-10.
+FEATURE_RADIUS = 1.0 + 2.0**-10
+# The squared map's rows phi on the 2^-23 grid: moved by at most sqrt(2 D) 2^-24 <=
+# 2^-16 for D <= 2^15.
+_FINE_RADIUS = 1.0 + 2.0**-16
 # R^2 2^46 as an exact integer: (1 + 2^-16)^2 2^46 = 2^46 + 2^31 + 2^14.
 _RADIUS2_INT = 2**46 + 2**31 + 2**14
 # Rows per block of the feature map and of the masked sums.
@@ -141,19 +153,37 @@ def draw_frequencies(kernel, gamma, n_input, n_components, rng):
                      f"{FEATURE_KERNELS}.")
 
 
-def feature_map(X, omega, block_rows=BLOCK_ROWS):
+def fourier_bits(n_components):
+    """``q = 11 + floor(log2(D) / 2)``: the fourier rows' grid ``2^-q``.
+
+    ``abs(phi_j) <= D^{-1/2}`` and ``2^q <= 2^11 sqrt(D)``, so every quantised
+    coordinate is an integer ``abs(k) <= 2^11`` on that grid; ``2^q > 2^10 sqrt(D)``,
+    so the rounding moves a unit row by less than ``sqrt(2) 2^-11``.
+    """
+    return _COARSE_BITS + (int(n_components).bit_length() - 1) // 2
+
+
+def feature_map(X, omega, block_rows=BLOCK_ROWS, *, fine=False):
     """Quantised random Fourier features: integer-valued float32 array ``(N, 2 D)``.
 
-    Row i is ``round(2^23 D^{-1/2} [cos(theta), sin(theta)])`` with ``theta_j =
-    sum_k x_ik omega_kj`` summed in the order k = 0 .. d - 1 (elementwise, no
-    reduction kernel): a function of row i alone. The value of the feature row is
-    this times ``2^-23``; its norm is at most ``FEATURE_RADIUS`` (exact integer check
-    and shrink, see the module notes).
+    Row i is ``2^(23 - q) round(2^q D^{-1/2} [cos(theta), sin(theta)])``, ``q =``
+    :func:`fourier_bits` ``(D)`` (``q = 23`` with ``fine=True``: the squared map's
+    rows), with ``theta_j = sum_k x_ik omega_kj`` summed in the order k = 0 .. d - 1
+    (elementwise, no reduction kernel): a function of row i alone. The value of the
+    feature row is this times ``2^-23``; its norm is at most ``FEATURE_RADIUS``
+    (``1 + 2^-16`` with ``fine=True``; exact integer check and shrink, see the module
+    notes).
     """
     X = np.asarray(X, dtype=np.float64)
     n, d = X.shape
     n_comp = omega.shape[1]
-    scale = math.sqrt(1.0 / n_comp) * 2.0**_QBITS
+    bits = _QBITS if fine else min(_QBITS, fourier_bits(n_comp))
+    limit = 2**_QBITS if fine else 2**_COARSE_BITS
+    if fine:
+        radius2 = _RADIUS2_INT
+    else:  # R^2 2^(2q), R = 1 + 2^-10: an exact integer for q >= 10
+        radius2 = 2**(2 * bits) + 2**(2 * bits - 9) + 2**(2 * bits - 20)
+    scale = math.sqrt(1.0 / n_comp) * 2.0**bits
     out = np.empty((n, 2 * n_comp), dtype=np.float32)
     for r0 in range(0, n, block_rows):
         xb = X[r0:r0 + block_rows]
@@ -165,8 +195,9 @@ def feature_map(X, omega, block_rows=BLOCK_ROWS):
         np.sin(theta, out=q[:, n_comp:])
         # NaN (an inf angle) maps to 0: a function of the row, norm still <= R
         q = np.nan_to_num(q * scale, nan=0.0)
-        k_int = np.clip(np.rint(q), -(2**_QBITS), 2**_QBITS).astype(np.int64)
-        out[r0:r0 + len(xb)] = _shrink_rows(k_int)
+        k_int = np.clip(np.rint(q), -limit, limit).astype(np.int64)
+        # times 2^(23 - q): exact (at most 12 significant bits, or 24 with fine=True)
+        out[r0:r0 + len(xb)] = _shrink_rows(k_int, radius2) * 2**(_QBITS - bits)
     return out
 
 
@@ -180,11 +211,12 @@ def feature_shape(n_components, kind="fourier"):
     """``(n_dims, radius, diameter)`` of a feature map with ``D = n_components``.
 
     ``"fourier"``: ``2 D`` coordinates, ``||phi_q|| <= R`` for every computed row
-    (``R = FEATURE_RADIUS``, exact integer check), diameter ``2 R`` (the feature
-    kernel takes values down to -1 over unbounded data).
+    (``R = FEATURE_RADIUS = 1 + 2^-10``, 12-bit rows, exact integer check), diameter
+    ``2 R`` (the feature kernel takes values down to -1 over unbounded data).
 
     ``"squared"``: ``psi(x)``, the upper triangle of ``phi_q(x) phi_q(x)^T``
-    (off-diagonal entries times sqrt 2), ``M = D (2 D + 1)`` coordinates, so that
+    (``phi_q`` on the ``2^-23`` grid, ``feature_map(..., fine=True)``, so ``R = 1 +
+    2^-16`` here; off-diagonal entries times sqrt 2), ``M = D (2 D + 1)`` coordinates, so that
     ``<psi(x), psi(x')> = (phi_q(x)^T phi_q(x'))^2 >= 0`` exactly (before the
     quantisation of psi). With the exact psi, ``||psi|| = ||phi_q||^2 <= R^2`` and
     ``||psi(x) - psi(x')||^2 = ||psi||^2 + ||psi'||^2 - 2 (phi_q^T phi_q')^2 <= 2 R^4``.
@@ -197,9 +229,9 @@ def feature_shape(n_components, kind="fourier"):
     ``sqrt(2)`` smaller per side).
     """
     d = int(n_components)
-    r = FEATURE_RADIUS
     if kind == "fourier":
-        return 2 * d, r, 2.0 * r
+        return 2 * d, FEATURE_RADIUS, 2.0 * FEATURE_RADIUS
+    r = _FINE_RADIUS
     if kind == "squared":
         m = d * (2 * d + 1)
         eta = (2.0**-24 + 2.0**-52) * math.sqrt(m) * (1 + 2.0**-40)
@@ -240,7 +272,8 @@ def squared_feature_map(X, omega, block_rows=BLOCK_ROWS):
     out = np.empty((n, iu.size), dtype=np.float32)
     step = max(1, min(block_rows, _SQUARED_BLOCK_ELEMENTS // iu.size))
     for r0 in range(0, n, block_rows):
-        P = feature_map(X[r0:r0 + block_rows], omega).astype(np.float64) * 2.0**-_QBITS
+        P = feature_map(X[r0:r0 + block_rows], omega, fine=True).astype(np.float64)
+        P *= 2.0**-_QBITS
         for s0 in range(0, len(P), step):
             p = P[s0:s0 + step]
             psi = p[:, iu] * p[:, ju]  # exact: products of 23-bit-scaled integers
@@ -250,15 +283,16 @@ def squared_feature_map(X, omega, block_rows=BLOCK_ROWS):
     return out
 
 
-def _shrink_rows(k_int):
-    """Shrink every integer row with ``sum k^2 > R^2 2^46`` until it is within (exact)."""
+def _shrink_rows(k_int, radius2=_RADIUS2_INT):
+    """Shrink every integer row with ``sum k^2 > radius2`` (``R^2 2^(2q)``, an exact
+    integer) until it is within (exact integer arithmetic)."""
     norms = np.einsum("ij,ij->i", k_int, k_int)  # int64: at most 2D 2^46 < 2^63
-    for i in np.flatnonzero(norms > _RADIUS2_INT):  # never seen with a faithful libm
+    for i in np.flatnonzero(norms > radius2):  # never seen with a faithful libm
         row = k_int[i]
-        # one exact integer rescale by floor(2^20 sqrt(R^2 2^46 / |k|^2)) / 2^20 ...
-        ratio = math.isqrt(_RADIUS2_INT * 2**40 // int(norms[i]))
+        # one exact integer rescale by floor(2^20 sqrt(radius2 / |k|^2)) / 2^20 ...
+        ratio = math.isqrt(radius2 * 2**40 // int(norms[i]))
         row = np.sign(row) * ((np.abs(row) * ratio) // 2**20)
-        while int(np.dot(row, row)) > _RADIUS2_INT:  # ... then small steps if needed
+        while int(np.dot(row, row)) > radius2:  # ... then small steps if needed
             # towards zero: every nonzero |k| strictly decreases, so this ends
             row = np.sign(row) * ((np.abs(row) * (2**20 - 1)) // 2**20)
         k_int[i] = row
@@ -530,12 +564,16 @@ def _join(P, n_cols):
     return P[:, :n_cols].astype(np.float64) * 2.0**12 + P[:, n_cols:]
 
 
-def subset_sums(F, draw, r0, r1, n_threads=None):
+def subset_sums(F, draw, r0, r1, n_threads=None, *, coarse=False):
     """``masks @ F`` for rows ``r0 .. r1 - 1`` of ``draw`` (float64, exact integers).
 
     The Bernoulli masks of each key block are multiplied in float32 with the split
     block of features (products 0 or an integer of magnitude at most 2^11, partial
-    sums at most 2^23: exact whatever BLAS does), packed (1 bit a position) for the
+    sums at most 2^23: exact whatever BLAS does) or, with ``coarse=True`` (``F`` from
+    :func:`feature_map`: 12-bit integers ``abs(k) <= 2^11`` times one power of two,
+    ``2^(23 - q)``), with ``F`` itself, in one product of half the columns: every
+    partial sum is an integer ``abs(K) <= 2^23`` times ``2^(23 - q)``, exact in
+    float32 whatever BLAS does. The masks are also packed (1 bit a position) for the
     count corrections, then the flipped rows of ``F`` are subtracted or added (exact
     integer sums below 2^53). The key blocks are shared by ``n_threads`` threads
     (default: the BLAS thread count in force), each with single-threaded BLAS and its
@@ -557,6 +595,7 @@ def subset_sums(F, draw, r0, r1, n_threads=None):
     parts = np.zeros((n_threads, n_rows, n_cols))
     slab = max(a1 - a0 for _, a0, a1 in tasks)
     free = [(k, np.empty((slab, draw.width), dtype=np.float32),
+             None if coarse else
              np.empty((min(draw.width, _SPLIT_ROWS), 2 * n_cols), dtype=np.float32))
             for k in range(n_threads)]
     lock = threading.Lock()
@@ -576,6 +615,9 @@ def subset_sums(F, draw, r0, r1, n_threads=None):
             maskf[...] = sel
             for s0 in range(0, w, _SPLIT_ROWS):
                 s1 = min(w, s0 + _SPLIT_ROWS)
+                if coarse:  # 12-bit rows: one float32 product, exact
+                    parts[k, rows] += maskf[:, s0:s1] @ F[c0 + s0:c0 + s1]
+                    continue
                 S = _split(F[c0 + s0:c0 + s1], split[:s1 - s0])
                 parts[k, rows] += _join(maskf[:, s0:s1] @ S, n_cols)
         finally:
@@ -595,13 +637,15 @@ def subset_sums(F, draw, r0, r1, n_threads=None):
     return out
 
 
-def _masked_sums(F, masks, block_rows=_SPLIT_ROWS):
+def _masked_sums(F, masks, block_rows=_SPLIT_ROWS, *, coarse=False):
     """``masks @ F`` in float64, exact (integer features, integer partial sums).
 
     Blocks of at most ``_SPLIT_ROWS`` rows in float32 against the split features
     (:func:`_split`): every product is 0 or an integer of magnitude at most 2^11 and
     every partial sum an integer of magnitude at most 2^23, so BLAS's order of
     summation (blocking, threads, FMA) does not change any bit of the result.
+    ``coarse=True`` (12-bit fourier rows, :func:`subset_sums`): ``F`` itself, one
+    product, exact for the same reason.
     """
     n_cols = F.shape[1]
     out = np.zeros((masks.shape[0], n_cols))
@@ -611,7 +655,10 @@ def _masked_sums(F, masks, block_rows=_SPLIT_ROWS):
         r1 = min(r0 + step, F.shape[0])
         mb = block[:, :r1 - r0]
         mb[...] = masks[:, r0:r1]  # bool -> float32 into a reused buffer
-        out += _join(mb @ _split(F[r0:r1]), n_cols)
+        if coarse:
+            out += mb @ F[r0:r1]
+        else:
+            out += _join(mb @ _split(F[r0:r1]), n_cols)
     return out
 
 
@@ -639,8 +686,13 @@ def group_feature_sums(F, codes, n_groups, block_rows=BLOCK_ROWS):
 
 
 def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None,
-                           block_rows=BLOCK_ROWS):
+                           block_rows=BLOCK_ROWS, kind=None):
     """The B + 1 MMD statistics (observed first) of quantised feature rows ``F``.
+
+    ``kind``: the map ``F`` was made with (:func:`make_features`). ``"fourier"``
+    rows are 12-bit integers times a power of two, summed by one float32 product per
+    block; ``None`` (any integer rows below 2^24, e.g. ``"squared"``) splits each row
+    in two products. Both sums are exact: the statistics are the same bits.
 
     Two groups: ``||mu_S - mu_rest||`` with S the smaller group (observed, then
     uniform relabellings, :func:`subset_masks`); G >= 3 groups:
@@ -656,10 +708,11 @@ def feature_mmd_statistics(F, codes, n_permutations, rng, *, max_mask_bytes=None
     codes = np.asarray(codes)
     sizes = np.bincount(codes)
     group_sums = group_feature_sums(F, codes, sizes.size, block_rows)
+    coarse = kind == "fourier"
     return mmd_statistics_from_sums(
-        lambda masks: _masked_sums(F, masks, block_rows), group_sums, sizes,
-        n_permutations, rng, codes=codes, max_mask_bytes=max_mask_bytes,
-        subset_sums=lambda draw, r0, r1: subset_sums(F, draw, r0, r1))
+        lambda masks: _masked_sums(F, masks, block_rows, coarse=coarse), group_sums,
+        sizes, n_permutations, rng, codes=codes, max_mask_bytes=max_mask_bytes,
+        subset_sums=lambda draw, r0, r1: subset_sums(F, draw, r0, r1, coarse=coarse))
 
 
 def mmd_statistics_from_sums(masked_sums, group_sums, sizes, n_permutations, rng, *,

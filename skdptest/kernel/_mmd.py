@@ -658,7 +658,7 @@ class DPMMDTest(BasePrivateTest):
                                                 params["n_permutations"], rng, kind=kind)
         else:
             stats = feature_mmd_statistics(make_features(X, omega, kind), plan.codes,
-                                           params["n_permutations"], rng)
+                                           params["n_permutations"], rng, kind=kind)
         return make_permutation_result(
             stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
             delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,

@@ -49,17 +49,42 @@ def test_features_approximate_the_kernel(kernel, func):
     assert np.abs(G @ G.T - func(X, gamma=0.4)).max() > 0.2
 
 
-def test_feature_rows_have_norm_at_most_R_and_are_position_independent():
+@pytest.mark.parametrize("n_components, bits", [(1, 11), (3, 11), (4, 12), (37, 13),
+                                                (64, 14), (255, 14), (256, 15)])
+def test_fourier_rows_are_12_bit_integers_of_norm_at_most_R(n_components, bits):
+    # q = 11 + floor(log2(D) / 2): abs(k) <= 2^11 on the grid 2^-q (one float32 product
+    # of 4096 rows is exact), every row of norm <= R = 1 + 2^-10 (exact integer check)
+    assert feat.fourier_bits(n_components) == bits
+    rng = np.random.default_rng(1)
+    X = rng.normal(scale=30, size=(3000, 4))
+    omega = feat.draw_frequencies("rbf", 1.0, 4, n_components, rng)
+    F = feat.feature_map(X, omega, block_rows=333).astype(np.int64)
+    step = 2 ** (23 - bits)
+    assert np.all(F % step == 0)
+    assert np.abs(F // step).max() <= 2**11
+    assert np.abs(F // step).max() >= 2**10  # the grid is not needlessly coarse
+    # R^2 2^46 with R = 1 + 2^-10, computed as a fraction
+    radius2 = Fraction(2**10 + 1, 2**10) ** 2 * 2**46
+    assert radius2.denominator == 1 and R == float(Fraction(2**10 + 1, 2**10))
+    assert np.all(np.einsum("ij,ij->i", F, F) <= radius2.numerator)
+    # rounding moves a unit row by less than sqrt(2) 2^-11
+    assert np.all(np.abs(np.linalg.norm(F * Q, axis=1) - 1) < math.sqrt(2) * 2.0**-11)
+
+
+def test_feature_rows_are_position_independent_and_fine_rows_on_the_2_23_grid():
     rng = np.random.default_rng(1)
     X = rng.normal(scale=30, size=(5000, 4))
     omega = feat.draw_frequencies("rbf", 1.0, 4, 37, rng)
     F = feat.feature_map(X, omega, block_rows=333).astype(np.int64)
-    assert np.all(np.einsum("ij,ij->i", F, F) <= feat._RADIUS2_INT)
-    assert np.all(np.abs(np.linalg.norm(F * Q, axis=1) - 1) < 1e-5)
     # a row's features depend on that row only: shuffled rows, other blocks, same bits
     order = rng.permutation(5000)
     G = feat.feature_map(X[order], omega, block_rows=1000).astype(np.int64)
     assert np.array_equal(G, F[order])
+    # the squared map's rows: 2^-23 grid, R = 1 + 2^-16
+    H = feat.feature_map(X, omega, block_rows=333, fine=True).astype(np.int64)
+    assert np.all(np.einsum("ij,ij->i", H, H) <= feat._RADIUS2_INT)
+    assert np.all(np.abs(np.linalg.norm(H * Q, axis=1) - 1) < 1e-5)
+    assert np.abs(H - F).max() <= 2 ** (23 - 13 - 1) + 1  # within half a coarse step
 
 
 def test_shrink_enforces_the_radius_exactly():
@@ -67,6 +92,11 @@ def test_shrink_enforces_the_radius_exactly():
     out = feat._shrink_rows(big.copy())
     assert int(out[0] @ out[0]) <= feat._RADIUS2_INT < int(big[0] @ big[0])
     assert np.array_equal(out[1], big[1])  # rows within R are untouched
+    # the 12-bit rows' radius, q = 11: R^2 2^22 = 2^22 + 2^13 + 2^2
+    big = np.array([[2**11, 2**11, 5, 0], [2**11, 0, 0, 0]], dtype=np.int64)
+    out = feat._shrink_rows(big.copy(), 2**22 + 2**13 + 4)
+    assert int(out[0] @ out[0]) <= 2**22 + 2**13 + 4 < int(big[0] @ big[0])
+    assert np.array_equal(out[1], big[1])
 
 
 # -- relabellings ----------------------------------------------------------------------------
@@ -133,20 +163,41 @@ def test_subset_masks_fix_the_count_both_ways():
         assert np.all(masks.sum(1) == m)
 
 
+@pytest.mark.parametrize("coarse", [True, False])
 @pytest.mark.parametrize("n, m", [(70, 30), (9000, 4500), (5003, 17)])
-def test_subset_sums_are_the_sums_of_the_masks(n, m, monkeypatch):
+def test_subset_sums_are_the_sums_of_the_masks(n, m, coarse, monkeypatch):
     # the in-memory path never forms the fixed masks: Bernoulli products plus the
-    # flipped rows; exactly masks @ F, in any row chunks, with either popcount
+    # flipped rows; exactly masks @ F, in any row chunks, with either popcount, with
+    # one product of the 12-bit rows (coarse) or two of split rows
     rng = np.random.default_rng(n)
     F = feat.feature_map(rng.normal(size=(n, 3)), feat.draw_frequencies("rbf", 1.0, 3, 8, rng))
     masks = feat.subset_masks(n, m, 23, np.random.default_rng(1))
     ref = (masks.astype(np.int64) @ F.astype(np.int64)).astype(np.float64)
     draw = feat.SubsetDraw(n, m, 23, np.random.default_rng(1))
-    got = np.vstack([feat.subset_sums(F, draw, 0, 5), feat.subset_sums(F, draw, 5, 23)])
+    got = np.vstack([feat.subset_sums(F, draw, 0, 5, coarse=coarse),
+                     feat.subset_sums(F, draw, 5, 23, coarse=coarse)])
     assert np.array_equal(got, ref)
     monkeypatch.delattr(np, "bitwise_count", raising=False)  # numpy < 2 popcount
     draw = feat.SubsetDraw(n, m, 23, np.random.default_rng(1))
-    assert np.array_equal(feat.subset_sums(F, draw, 0, 23), ref)
+    assert np.array_equal(feat.subset_sums(F, draw, 0, 23, coarse=coarse), ref)
+
+
+def test_one_float32_product_of_12_bit_rows_is_exact_at_the_extremes():
+    # 12-bit rows at +-2^11 (and 2^11 - 1) times 2^(23 - q) over a full key block of
+    # 4096 rows: partial sums up to 2^23 2^(23 - q), exact in one float32 product
+    rows = feat.KEY_BLOCK
+    for shift in (12, 9, 5):
+        row = np.array([2**11, -(2**11), 2**11 - 1, -(2**11 - 1), 1365], dtype=np.float32)
+        F = np.tile(row * np.float32(2**shift), (rows, 1))
+        masks = np.ones((3, rows), dtype=bool)
+        masks[1, ::3] = False
+        masks[2, 1::2] = False
+        ref = (masks.astype(np.int64) @ F.astype(np.int64)).astype(np.float64)
+        assert np.array_equal(feat._masked_sums(F, masks, coarse=True), ref)
+        draw = feat.SubsetDraw(rows, rows // 2, 7, np.random.default_rng(shift))
+        ref = (draw.masks(0, 7).astype(np.int64) @ F.astype(np.int64)).astype(np.float64)
+        draw = feat.SubsetDraw(rows, rows // 2, 7, np.random.default_rng(shift))
+        assert np.array_equal(feat.subset_sums(F, draw, 0, 7, coarse=True), ref)
 
 
 def test_split_products_are_exact_at_the_extremes():
@@ -167,14 +218,18 @@ def test_mmd_statistics_match_brute_force_and_chunking():
     X = rng.normal(size=(70, 3))
     codes = np.repeat([0, 1], [40, 30])  # group 1 is the smaller one
     F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.5, 3, 16, rng))
-    s = feat.feature_mmd_statistics(F, codes, 30, np.random.default_rng(5))
+    s = feat.feature_mmd_statistics(F, codes, 30, np.random.default_rng(5), kind="fourier")
+    # the split products give the same bits
+    assert np.array_equal(s, feat.feature_mmd_statistics(F, codes, 30,
+                                                         np.random.default_rng(5)))
     # replay the relabellings with the same generator consumption
     masks = np.vstack([codes == 1, feat.subset_masks(70, 30, 30, np.random.default_rng(5))])
     ref = brute_mmd(F.astype(np.float64) * Q, masks, 30, 40)
     assert np.allclose(s, ref, rtol=1e-12, atol=0)
     for mask_bytes, block in [(70, 7), (70 * 4, 64), (10**6, 5)]:
         t = feat.feature_mmd_statistics(F, codes, 30, np.random.default_rng(5),
-                                        max_mask_bytes=mask_bytes, block_rows=block)
+                                        max_mask_bytes=mask_bytes, block_rows=block,
+                                        kind="fourier")
         assert np.array_equal(s, t)  # bit for bit: exact integer sums
 
 
@@ -183,7 +238,9 @@ def test_ksample_statistics_match_brute_force_and_chunking():
     X = rng.normal(size=(30, 2))
     codes = np.repeat([0, 1, 2], [8, 10, 12])
     F = feat.feature_map(X, feat.draw_frequencies("laplacian", 1.0, 2, 8, rng))
-    s = feat.feature_mmd_statistics(F, codes, 12, np.random.default_rng(7))
+    s = feat.feature_mmd_statistics(F, codes, 12, np.random.default_rng(7), kind="fourier")
+    assert np.array_equal(s, feat.feature_mmd_statistics(F, codes, 12,
+                                                         np.random.default_rng(7)))
     Ff = F.astype(np.float64) * Q
     g = np.random.default_rng(7)
     assign = np.tile(codes.astype(np.int8), (13, 1))
@@ -230,7 +287,7 @@ def test_abs_error_bounds_the_rounding():
     X = rng.normal(size=(300, 5))
     codes = np.repeat([0, 1], [120, 180])
     F = feat.feature_map(X, feat.draw_frequencies("rbf", 0.2, 5, 32, rng))
-    s = feat.feature_mmd_statistics(F, codes, 20, np.random.default_rng(11))
+    s = feat.feature_mmd_statistics(F, codes, 20, np.random.default_rng(11), kind="fourier")
     Fi = F.astype(np.int64)
     masks = np.vstack([codes == 0, feat.subset_masks(300, 120, 20,
                                                      np.random.default_rng(11))])
@@ -248,7 +305,8 @@ def test_abs_error_bounds_the_rounding():
 
 def _feature_mmd(X, codes, omega, n_perm=8, seed=12, kind="fourier"):
     F = feat.make_features(X, omega, kind)
-    return feat.feature_mmd_statistics(F, codes, n_perm, np.random.default_rng(seed))
+    return feat.feature_mmd_statistics(F, codes, n_perm, np.random.default_rng(seed),
+                                       kind=kind)
 
 
 def test_mmd_sensitivity_attained_with_one_frequency():
@@ -321,7 +379,7 @@ def test_hsic_sensitivity_brute_force():
     # Delta = 2 (n - 1) (2R)^2 / n^2 = 8 (n - 1) R^2 / n^2.
     n = 6
     delta = hsic_sensitivity(n, 2 * R, 2 * R)
-    assert delta == pytest.approx(8 * (n - 1) / n**2, rel=1e-4)
+    assert delta == pytest.approx(8 * (n - 1) * R**2 / n**2, rel=1e-12)
     worst = _hsic_worst_change(n)
     assert worst <= delta + 2 * feat.feature_hsic_abs_error(n, 1, 1)
     assert worst > delta / 2  # a halved sensitivity fails this check
@@ -340,8 +398,8 @@ def test_estimator_plan_and_release():
     res = DPMMDTest(method="features", n_components=32, kernel_params={"gamma": 0.3},
                     epsilon=2.0, n_permutations=199, random_state=0).fit(X, y).result_
     assert res.method == "dpMMD features" and res.statistic == "sqrt"
-    assert res.sensitivity == pytest.approx(2 / 150, rel=1e-4)
-    assert res.sensitivity >= 2 / 150  # R >= 1
+    assert res.sensitivity == mmd_sensitivity([150, 150], 2 * R)
+    assert 2 / 150 <= res.sensitivity <= 2 / 150 * (1 + 2.0**-10)  # 1 <= R <= 1 + 2^-10
     assert res.abs_error == feat.feature_mmd_abs_error(32, 2)
     assert res.reject
     again = DPMMDTest(method="features", n_components=32, kernel_params={"gamma": 0.3},
@@ -357,7 +415,7 @@ def test_estimator_release_equals_replay_at_huge_epsilon():
     res = est.fit(X, y).result_
     g = check_generator(5)
     omega = feat.draw_frequencies("rbf", 0.5, 3, 16, g)
-    s = feat.feature_mmd_statistics(feat.feature_map(X, omega), y, 49, g)
+    s = feat.feature_mmd_statistics(feat.feature_map(X, omega), y, 49, g, kind="fourier")
     assert res.pvalue == (1 + np.sum(s[1:] >= s[0])) / 50
 
 
@@ -511,6 +569,9 @@ def test_hsic_features_type_one_error(d):
 
 # -- squared features (feature_map="squared") ------------------------------------------------
 
+RF = feat._FINE_RADIUS  # the squared map's rows phi: 2^-23 grid, R = 1 + 2^-16
+
+
 def _squared(X, omega):
     return feat.squared_feature_map(X, omega).astype(np.float64) * Q
 
@@ -522,17 +583,18 @@ def test_squared_map_shape_integers_radius_and_inner_products():
     S = feat.squared_feature_map(X, omega)
     n_dims, radius, diameter = feat.feature_shape(6, "squared")
     assert S.shape == (40, n_dims) == (40, 6 * 13) and S.dtype == np.float32
-    assert np.all(S == np.rint(S)) and np.max(np.abs(S)) <= 2**23 * R * R
+    assert np.all(S == np.rint(S)) and np.max(np.abs(S)) <= 2**23 * RF * RF
     assert np.all(np.linalg.norm(S.astype(np.float64) * Q, axis=1) <= radius)
     # each row is a function of that row alone (blocks do not matter)
     np.testing.assert_array_equal(feat.squared_feature_map(X[7:8], omega), S[7:8])
     np.testing.assert_array_equal(feat.squared_feature_map(X, omega, block_rows=3), S)
     # <psi, psi'> is (phi^T phi')^2 up to the certified per-row error eta
-    P = features(X, omega)
-    eta = radius - R * R
+    P = feat.feature_map(X, omega, fine=True).astype(np.float64) * Q
+    eta = radius - RF * RF
     G = (S.astype(np.float64) * Q) @ (S.astype(np.float64) * Q).T
     assert np.max(np.abs(G - (P @ P.T) ** 2)) <= 2 * eta * radius + eta**2
-    assert diameter == pytest.approx(math.sqrt(2), rel=1e-4) and diameter > math.sqrt(2) * R * R
+    assert diameter == pytest.approx(math.sqrt(2), rel=1e-4)
+    assert diameter > math.sqrt(2) * RF * RF
 
 
 def test_squared_kernel_mean_matches_the_closed_form():
@@ -594,7 +656,7 @@ def test_squared_hsic_sensitivity_brute_force():
     n = 6
     diameter = feat.feature_shape(1, "squared")[2]
     delta = hsic_sensitivity(n, diameter, diameter)
-    assert delta == pytest.approx(hsic_sensitivity(n, 2 * R, 2 * R) / 2, rel=1e-4)
+    assert delta == pytest.approx(hsic_sensitivity(n, 2 * RF, 2 * RF) / 2, rel=1e-4)
     worst = _hsic_worst_change(n, kind="squared", seed=24)
     assert worst <= delta + 2 * feat.feature_hsic_abs_error(n, 1, 1, "squared")
     assert worst > delta / 2
