@@ -51,8 +51,10 @@ def mmd_work(n, n_features, n_groups, n_permutations, *, n_bandwidths=None,
     the triangular forms (the symmetric blocking ``(1 + 1/n_blocks)`` times that, the
     sparse many-groups products twice), ``exp`` counts Gram entries evaluated (a
     distance entry costs ``1 + n_features / 8`` of them), ``mask`` the relabelling
-    entries drawn (shuffles of three or more groups four times). ``n_bandwidths``: the
+    entries drawn (shuffles of three or more groups four times); ``n`` (kernel routes)
+    sizes the calibration of :func:`._timing.machine_rates`. ``n_bandwidths``: the
     aggregate; ``feature_dims``: ``method="features"`` with that many feature columns.
+    The counts were checked against the default aggregate's calls (N = 500 to 4000).
     """
     n_stats = n_permutations + 1
     ksample = n_groups > 2
@@ -63,6 +65,7 @@ def mmd_work(n, n_features, n_groups, n_permutations, *, n_bandwidths=None,
         work["tri"] += 2.0 * n * feature_dims * n_stats
         work["exp"] += 4.0 * n * feature_dims
         return work
+    work["n"] = float(n)  # the kernel routes' product is N x N
     cols = n_groups * n_stats + 1 if ksample else n_stats
     per_chunk = max(1, int(_exact.MAX_COLUMN_BYTES // (8 * n * (n_groups if ksample else 1))))
     n_chunks = -(-n_stats // per_chunk)
