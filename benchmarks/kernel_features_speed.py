@@ -75,7 +75,7 @@ def _worker(spec):
         return out
 
     def stats():
-        return feat.feature_mmd_statistics(F, y, B, np.random.default_rng(1))
+        return feat.feature_mmd_statistics(F, y, B, np.random.default_rng(1), kind="fourier")
 
     def fit():
         with warnings.catch_warnings():

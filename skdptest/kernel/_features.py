@@ -42,7 +42,6 @@ import math
 import threading
 
 import numpy as np
-from scipy import sparse
 
 from .._params import InvalidParameterError
 from .._threads import blas_threads, limit_blas, map_dynamic
@@ -307,7 +306,7 @@ KEY_BLOCK = 4096
 _SPLIT_ROWS = 4096
 # Positions located at once when fixing the counts (packed bytes x rows of a sub-chunk).
 _LOCATE_BYTES = 2**22
-# Feature rows gathered at once for the count corrections.
+# Flipped rows of the memory plan's margin (the corrections were once gathered rows).
 _GATHER_ROWS = 2**14
 _POPCOUNT = np.array([bin(v).count("1") for v in range(256)], dtype=np.uint8)
 # _SELECT[v, k]: bit offset (0 = most significant, np.packbits' order) of the k-th set bit of v
@@ -567,17 +566,19 @@ def _join(P, n_cols):
 def subset_sums(F, draw, r0, r1, n_threads=None, *, coarse=False):
     """``masks @ F`` for rows ``r0 .. r1 - 1`` of ``draw`` (float64, exact integers).
 
-    The Bernoulli masks of each key block are multiplied in float32 with the split
-    block of features (products 0 or an integer of magnitude at most 2^11, partial
-    sums at most 2^23: exact whatever BLAS does) or, with ``coarse=True`` (``F`` from
-    :func:`feature_map`: 12-bit integers ``abs(k) <= 2^11`` times one power of two,
-    ``2^(23 - q)``), with ``F`` itself, in one product of half the columns: every
-    partial sum is an integer ``abs(K) <= 2^23`` times ``2^(23 - q)``, exact in
-    float32 whatever BLAS does. The masks are also packed (1 bit a position) for the
-    count corrections, then the flipped rows of ``F`` are subtracted or added (exact
-    integer sums below 2^53). The key blocks are shared by ``n_threads`` threads
-    (default: the BLAS thread count in force), each with single-threaded BLAS and its
-    own exact partial sums, so the result does not depend on the thread count.
+    Two passes over the key blocks. First the Bernoulli selections of every block,
+    packed (1 bit a position) and counted; the count fix (:meth:`SubsetDraw.fixes`)
+    then flips its positions' bits in place, so that ``packed`` holds the fixed
+    masks. Then each block of fixed masks is unpacked to float32 and multiplied with
+    the split block of features (products 0 or an integer of magnitude at most 2^11,
+    partial sums at most 2^23: exact whatever BLAS does) or, with ``coarse=True``
+    (``F`` from :func:`feature_map`: 12-bit integers ``abs(k) <= 2^11`` times one
+    power of two, ``2^(23 - q)``), with ``F`` itself, in one product of half the
+    columns: every partial sum is an integer ``abs(K) <= 2^23`` times ``2^(23 - q)``,
+    exact in float32 whatever BLAS does. The key blocks are shared by ``n_threads``
+    threads (default: the BLAS thread count in force), each with single-threaded BLAS
+    and its own exact partial sums (float64, integers below 2^53), so the result does
+    not depend on the thread count.
     Memory: the packed masks of the rows and one block per thread.
     """
     n_rows, n_cols = r1 - r0, F.shape[1]
@@ -600,41 +601,49 @@ def subset_sums(F, draw, r0, r1, n_threads=None, *, coarse=False):
             for k in range(n_threads)]
     lock = threading.Lock()
 
-    def run(b, a0, a1):
-        with lock:
-            slot = free.pop()
-        try:
-            k, maskf, split = slot
-            c0, c1 = draw.block(b)
-            w, rows = c1 - c0, slice(a0 - r0, a1 - r0)
-            pk = draw.bernoulli(b, a0, a1)
-            packed[rows, c0 // 8:c0 // 8 + pk.shape[1]] = pk
-            counts[k, rows] += _popcount_rows(pk)
-            sel = np.unpackbits(pk, axis=1, count=w)  # 0/1 bytes
-            maskf = maskf[:a1 - a0, :w]
-            maskf[...] = sel
-            for s0 in range(0, w, _SPLIT_ROWS):
-                s1 = min(w, s0 + _SPLIT_ROWS)
-                if coarse:  # 12-bit rows: one float32 product, exact
-                    parts[k, rows] += maskf[:, s0:s1] @ F[c0 + s0:c0 + s1]
-                    continue
-                S = _split(F[c0 + s0:c0 + s1], split[:s1 - s0])
-                parts[k, rows] += _join(maskf[:, s0:s1] @ S, n_cols)
-        finally:
+    def with_slot(task):
+        def run(b, a0, a1):
             with lock:
-                free.append(slot)
+                slot = free.pop()
+            try:
+                c0, c1 = draw.block(b)
+                task(slot, b, c0, c1, a0, a1, slice(a0 - r0, a1 - r0))
+            finally:
+                with lock:
+                    free.append(slot)
+        return run
+
+    def bernoulli(slot, b, c0, c1, a0, a1, rows):
+        pk = draw.bernoulli(b, a0, a1)
+        packed[rows, c0 // 8:c0 // 8 + pk.shape[1]] = pk
+        counts[slot[0], rows] += _popcount_rows(pk)
+
+    def product(slot, b, c0, c1, a0, a1, rows):
+        k, maskf, split = slot
+        w = c1 - c0
+        sel = np.unpackbits(packed[rows, c0 // 8:c0 // 8 + -(-w // 8)], axis=1,
+                            count=w)  # 0/1 bytes of the fixed masks
+        maskf = maskf[:a1 - a0, :w]
+        maskf[...] = sel
+        for s0 in range(0, w, _SPLIT_ROWS):
+            s1 = min(w, s0 + _SPLIT_ROWS)
+            if coarse:  # 12-bit rows: one float32 product, exact
+                parts[k, rows] += maskf[:, s0:s1] @ F[c0 + s0:c0 + s1]
+                continue
+            S = _split(F[c0 + s0:c0 + s1], split[:s1 - s0])
+            parts[k, rows] += _join(maskf[:, s0:s1] @ S, n_cols)
 
     with limit_blas():
-        map_dynamic(run, tasks, n_threads)
-    out = parts.sum(axis=0)  # exact integers: any order
-    rows, pos, signs = draw.fixes(packed, counts.sum(axis=0), r0)
-    for g0 in range(0, rows.size, _GATHER_ROWS):
-        g = slice(g0, g0 + _GATHER_ROWS)
-        k = signs[g].size
-        # (rows x k) signed selector times the k gathered rows: exact integer sums
-        sel = sparse.csr_matrix((signs[g], (rows[g], np.arange(k))), shape=(n_rows, k))
-        out += sel @ F[pos[g]].astype(np.float64)
-    return out
+        # the Bernoulli selections, packed; then the count fix flips bits in place
+        # (ranks drawn in row order, see SubsetDraw.fixes), so that the products
+        # below multiply the fixed masks (no rows gathered and added afterwards)
+        map_dynamic(with_slot(bernoulli), tasks, n_threads)
+        rows, pos, _ = draw.fixes(packed, counts.sum(axis=0), r0)
+        # (row, position) pairs are distinct; two may share a byte: ufunc.at
+        np.bitwise_xor.at(packed, (rows, pos >> 3),
+                          (np.uint8(0x80) >> (pos & 7).astype(np.uint8)))
+        map_dynamic(with_slot(product), tasks, n_threads)
+    return parts.sum(axis=0)  # exact integers: any order
 
 
 def _masked_sums(F, masks, block_rows=_SPLIT_ROWS, *, coarse=False):
@@ -842,7 +851,7 @@ def feature_mmd_memory_bytes(n, n_input, n_components, n_groups, n_permutations,
       corrections: the rank words (``SubsetDraw.rank_words`` 32-bit words per row),
       112 bytes per flipped position of the chunk (drawn ranks and their sort, rows,
       positions, signs), the located sub-chunk (3 bytes per packed byte and about 320
-      bytes per flipped position) and 12 bytes per feature of the gathered rows; the
+      bytes per flipped position) and a margin of 12 bytes per feature of 2^14 rows; the
       flips of ``r`` rows are planned at ``r (n / 512 + s) + 8 s sqrt(r) + 16``, ``s =
       sqrt(n) / 2`` (the threshold's bias, the mean absolute deviation of a Bernoulli
       count, at most ``s``, and 8 standard deviations of the total);
