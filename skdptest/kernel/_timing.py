@@ -134,7 +134,9 @@ def _measure(n):
     rows = _MaskRows(masks, 2.0 / n, -2.0 / n)
     warm = _MaskRows(masks[:c // 4], 2.0 / n, -2.0 / n)
     triangular_quadratic_forms(K, warm, 4.0 / n)  # warm-up (threads started)
-    t_tri = _cpu_best_of(lambda: triangular_quadratic_forms(K, rows, 4.0 / n))
+    # best of 3: under load a short measurement is sometimes slowed by the processes
+    # sharing its cores' caches (seen: 1.3e10 against 2.0-2.3e10 units per CPU second)
+    t_tri = _cpu_best_of(lambda: triangular_quadratic_forms(K, rows, 4.0 / n), 3)
     # the aggregate's exp (threaded from 2^19 entries), its sum and trace: K as distances
     out = np.empty_like(K)
     t_exp = _cpu_best_of(lambda: _gram_and_trace(K, 0.5, out))
