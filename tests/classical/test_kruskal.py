@@ -2,17 +2,12 @@
 three groups: scipy's permutation test of the same statistic), validity on a null grid
 with a row-order tie-breaking mutant that the grid catches."""
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 from scipy import stats
 
 from skdptest import DPKruskalWallisTest
-
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _rank_helpers import (  # noqa: E402
+from tests.classical._reference import (
     confirmed_failures,
     grid_failures,
     group_cells,

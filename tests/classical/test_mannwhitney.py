@@ -2,9 +2,6 @@
 (skewed, heavy-tailed, tied, unbalanced, small n, ε ∈ {0.1, 1, 10}) with a row-order
 tie-breaking mutant that the grid catches, power planning."""
 
-import pathlib
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,9 +9,7 @@ from scipy import stats
 
 from skdptest import DPMannWhitneyTest, PrivacyBudget
 from skdptest.power import solve_n
-
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _rank_helpers import (  # noqa: E402
+from tests.classical._reference import (
     ALPHA,
     confirmed_failures,
     grid_failures,

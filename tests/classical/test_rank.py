@@ -4,8 +4,6 @@ the shared helpers (ranks, signs, the (B + 1) p-value)."""
 
 import itertools
 import math
-import pathlib
-import sys
 
 import numpy as np
 import pytest
@@ -30,9 +28,7 @@ from skdptest.classical._rank import (
     signed_rank_statistic,
     tie_broken_ranks,
 )
-
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _rank_helpers import (  # noqa: E402
+from tests.classical._reference import (
     all_moves,
     max_log_ratio,
     release_law,

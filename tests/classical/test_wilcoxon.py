@@ -2,17 +2,12 @@
 validity on a symmetric null grid with a zeros-counted-positive mutant that the grid
 catches."""
 
-import pathlib
-import sys
-
 import numpy as np
 import pytest
 from scipy import stats
 
 from skdptest import DPWilcoxonTest
-
-sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from _rank_helpers import (  # noqa: E402
+from tests.classical._reference import (
     confirmed_failures,
     grid_failures,
     scipy_tolerance,

@@ -1,9 +1,7 @@
 """DPMMDTest: statistic, golden value, paths, sensitivity, API and privacy contract."""
 
 import math
-import sys
 from dataclasses import fields
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -23,12 +21,7 @@ from skdptest.kernel._mmd import (
     mmd_permutation_statistics,
     mmd_sensitivity,
 )
-
-# pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
-# put the folder there and import the shared helpers by name (as tests/_toy.py).
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _kernel_helpers import _fixed, noise_audit  # noqa: E402
+from tests.kernel._reference import _fixed, noise_audit
 
 GOLDEN_MMD_V = 0.37176159397016506
 

@@ -2,11 +2,9 @@
 callable kernels (any-kernel sensitivity), float safety, and the two-sample form."""
 
 import math
-import sys
 import warnings
 from dataclasses import fields
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,12 +22,7 @@ from skdptest import (
 )
 from skdptest.kernel._kernels import resolve_kernel, stable_rbf
 from skdptest.kernel._results import make_permutation_result
-
-# pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
-# put the folder there and import the shared helpers by name (as tests/_toy.py).
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _kernel_helpers import _fixed  # noqa: E402
+from tests.kernel._reference import _fixed
 
 
 def two_samples(seed=0, m=30, n=40, shift=0.0):

@@ -10,9 +10,7 @@
 - Dates are refused with the library's message.
 """
 
-import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,10 +28,7 @@ from skdptest import (
     PrivacyBudget,
     PrivacyLeakWarning,
 )
-
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _kernel_helpers import _fixed  # noqa: E402
+from tests.kernel._reference import _fixed
 
 N = 16
 B = 5

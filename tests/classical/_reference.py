@@ -1,8 +1,9 @@
 """Helpers shared by the rank-test files: exhaustive neighbours, exact release laws,
 and the null grid of type-I errors (run by a fast and a slow test per estimator).
 
-pytest runs with ``--import-mode=importlib``: the test files put tests/classical on
-sys.path and import this module by name (as tests/kernel/_kernel_helpers.py).
+Imported by full name, ``from tests.classical._reference import ...`` (the repository
+root is on sys.path through pyproject's pytest ``pythonpath``; tests/ is a namespace
+package).
 """
 
 import itertools
