@@ -10,14 +10,25 @@ import numpy as np
 from .._threads import limit_blas
 from . import _hsic_traces as _traces
 from ._bandwidth import hsic_centre, map_in_threads
-from ._hsic_traces import _stat, draw_permutations, permutation_traces
-from ._kernels import EVAL_BYTES_NAMED
+from ._hsic_traces import (
+    _stat,
+    draw_permutations,
+    inverse_permutations,
+    stacked_permutation_traces,
+)
+from ._kernels import EVAL_BYTES_NAMED, gram_distances, gram_from_distances
 
 __all__ = ["hsic_aggregate_memory_bytes", "hsic_aggregate_statistics",
            "hsic_cyclic_statistics"]
 
 # Diagonals gathered at once for their spectra (the aggregate's cyclic path).
 _SPECTRA_BLOCK = 256
+# Up to this n the diagonals are read from one doubled copy (16 n^2 <= 64 n _SPECTRA_BLOCK).
+_DOUBLED_MAX = 1024
+# Kernels whose Gram matrices the aggregate forms from distances computed once.
+_SHARED_METRICS = ("rbf", "laplacian")
+
+
 def hsic_aggregate_memory_bytes(n_samples, n_permutations, n_x, n_y, *, cyclic,
                                 workers=1, eval_bytes=EVAL_BYTES_NAMED):
     """Planned peak memory, in bytes, of :func:`hsic_aggregate_statistics`: an upper
@@ -30,15 +41,21 @@ def hsic_aggregate_memory_bytes(n_samples, n_permutations, n_x, n_y, *, cyclic,
     and ``T = 64 n b`` (the gathered diagonals of one block of ``b`` diagonals, their
     index arrays and transforms):
 
-    - cyclic: the y spectra (``n_y S``), then per worker the larger of a kernel
-      evaluation and an x Gram matrix with its spectra (``M + S + T``);
-    - permutations: the permutations (int32, ``4 n (B + 1)``), the y Gram matrices
-      (``n_y M``), per worker the larger of a kernel evaluation and an x Gram matrix
-      (``M``) plus the permutation threads' gathers (8 threads, or one below
-      ``_traces._THREADS_MIN_WORK``, of ``16 max(2^16, n) + 8 n`` bytes);
+    - cyclic: the y spectra (``n_y S``) and, up to n = 1024, the x distances (``M``;
+      beyond, each x Gram matrix is evaluated from the rows), then per worker the
+      larger of a kernel evaluation and an x Gram matrix with its spectra (``M + S +
+      T``; up to n = 1024 the diagonals are read from a doubled copy, ``2 M <= T``);
+    - permutations: the inverse permutations (``20 n (B + 1)`` while they are formed from
+      the int32 draw), the y Gram matrices (``n_y M``) and the x distances (``M``), per
+      worker the larger of a kernel evaluation and an x Gram matrix (``M``) plus the
+      gathers of :func:`~._hsic_traces.stacked_permutation_traces` (8 threads, or one
+      below ``_traces._THREADS_MIN_WORK``, of at most ``16 max(2^19, n) + 8 n`` bytes:
+      ``_traces.stacked_gather_bytes``);
 
-    plus the statistics (``8 (B + 1)`` per pair and worker) and 1 MiB of small arrays.
-    The y side is computed first, one matrix at a time, within the same bound.
+    plus the statistics (four arrays of ``8 (B + 1)`` per pair and worker: the traces,
+    their maps and the maxima) and 1 MiB of small arrays.
+    The y side is computed first, one matrix at a time (with the y distances in place of
+    the x ones), within the same bound.
     """
     n, B = int(n_samples), int(n_permutations)
     M, evaluation = 8 * n * n, int(eval_bytes) * n * n
@@ -46,12 +63,12 @@ def hsic_aggregate_memory_bytes(n_samples, n_permutations, n_x, n_y, *, cyclic,
         B = n - 1
         S = 16 * n * (n // 2 + 1)
         per_worker = max(evaluation, M + S + 64 * n * _SPECTRA_BLOCK)
-        held = n_y * S
+        held = n_y * S + (M if n <= _DOUBLED_MAX else 0)
     else:
         threads = 8 if float(n) * n * (B + 1) >= _traces._THREADS_MIN_WORK else 1
-        per_worker = max(evaluation, M) + threads * (16 * max(_traces._GATHER_ELEMENTS, n) + 8 * n)
-        held = n_y * M + 4 * n * (B + 1)
-    small = 8 * (B + 1) * (n_y + 2) * (workers + 1) + 2**20
+        per_worker = max(evaluation, M) + threads * _traces.stacked_gather_bytes(n, B + 1)
+        held = n_y * M + M + 20 * n * (B + 1)
+    small = 32 * (B + 1) * (n_y + 2) * (workers + 1) + 2**20
     return held + workers * per_worker + small
 
 
@@ -130,6 +147,66 @@ def _diagonal_spectra(M, block=_SPECTRA_BLOCK):
     return out
 
 
+def _grams(kernel, gammas, data, share=True):
+    """``gram(i, out=None)``: the Gram matrix of bandwidth ``gammas[i]`` (``None``: the kernel
+    as given) of ``data``, and the bytes it holds between calls.
+
+    Named rbf and laplacian kernels (grid entries only): the distances once
+    (:func:`~._kernels.gram_distances`), then one ``exp`` per bandwidth into ``out``
+    (:func:`~._kernels.gram_from_distances`: the kernel's own values, bit for bit).
+    Otherwise (or ``share=False``) the kernel is evaluated (BLAS on one thread) and
+    ``out`` is not used.
+    """
+    if share and kernel.metric in _SHARED_METRICS and all(g is not None for g in gammas):
+        with limit_blas():
+            D = gram_distances(kernel.metric, data)
+
+        def gram(i, out=None):
+            return gram_from_distances(D, gammas[i], np.empty_like(D) if out is None else out)
+
+        return gram
+    kernels = [kernel if g is None else kernel.with_gamma(g) for g in gammas]
+
+    def gram(i, out=None):
+        with limit_blas():
+            return np.ascontiguousarray(kernels[i](data))
+
+    return gram
+
+
+def _trace_term(K):
+    """``tr(K) - 1^T K 1 / n`` (as :func:`_centred_gram`)."""
+    return float(np.trace(K)) - float(K.sum()) / K.shape[0]
+
+
+def _centre_in_place(K):
+    """``H K H`` in place (the operations of :func:`_double_centre`, the same values)."""
+    row = K.mean(axis=0)
+    K -= row
+    K -= row[:, None]
+    K += row.mean()
+    return K
+
+
+def _all_diagonal_spectra(M):
+    """:func:`_diagonal_spectra` of ``M``, the same values: for ``n <= _DOUBLED_MAX`` the
+    diagonals are read through one strided view of ``[M, M]`` (``16 n^2`` bytes, within
+    the ``64 n _SPECTRA_BLOCK`` the plan gives the gathered diagonals) and transformed by
+    one call (each transform is of one row), else gathered by blocks."""
+    n = M.shape[0]
+    if n > _DOUBLED_MAX:
+        return _diagonal_spectra(M)
+    doubled = np.empty((n, 2 * n))
+    doubled[:, :n] = M
+    doubled[:, n:] = M
+    # diagonals[d, i] = M[i, (i + d) % n] = doubled[i, i + d]: offset i (2n + 1) + d
+    diagonals = np.lib.stride_tricks.as_strided(
+        doubled, shape=(n, n), strides=(doubled.itemsize, (2 * n + 1) * doubled.itemsize),
+        writeable=False)
+    # out: C order (numpy returns a strided input's transforms in Fortran order)
+    return np.fft.rfft(diagonals, axis=1, out=np.empty((n, n // 2 + 1), np.complex128))
+
+
 def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x,
                               gammas_y, *, cyclic=False, n_jobs=None, progress=None):
     """The B + 1 statistics of the dpHSIC bandwidth aggregate (see ``_bandwidth``).
@@ -140,50 +217,70 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
     invariant ``h = sqrt(max(tr(HKH) tr(HLH) / ((n - 1) n^2), f))``; returns their
     maximum over the pairs, for each b. The x bandwidths are computed on ``n_jobs``
     threads; every value is computed by the same calls whatever ``n_jobs``.
-    Permutations: each pair costs one :func:`permutation_traces` (float64). Cyclic:
-    the diagonal spectra of every centred x Gram matrix and every y Gram matrix are
-    computed once; a pair costs one sum of n spectrum products.
+
+    Each side's distances are computed once (named rbf and laplacian kernels), each
+    Gram matrix by one ``exp`` of them (see :func:`_grams`); each y Gram matrix is
+    evaluated once (its trace term, then what the pairs read). Permutations: each x
+    bandwidth costs one :func:`stacked_permutation_traces` against the stack of y Gram
+    matrices (float64, the certified rounding chain). Cyclic: the diagonal spectra of
+    every centred x Gram matrix and every y Gram matrix are computed once; an x
+    bandwidth costs one sum of spectrum products against all y spectra (one ``einsum``:
+    the values of one ``einsum`` per pair, bit for bit) and the inverse transforms.
 
     Returns
     -------
     statistics : ndarray of shape (B + 1,) (B = n - 1 when ``cyclic``)
     """
     n = len(X)
-    kxs = [kernel_x if g is None else kernel_x.with_gamma(g) for g in gammas_x]
-    kys = [kernel_y if g is None else kernel_y.with_gamma(g) for g in gammas_y]
     nonneg = (kernel_x.nonnegative, kernel_y.nonnegative)
     kappas = (kernel_x.kappa, kernel_y.kappa)
     if cyclic:
         order = rng.permutation(n)  # as hsic_cyclic_statistics
         X, Y = X[order], Y[order]
     else:
-        perms = draw_permutations(n, n_permutations, rng)
-    # one y Gram matrix at a time: its trace term, then what the pairs read (the
-    # matrix, or its diagonal spectra); see aggregate_memory_bytes
-    traces_y = [_centred_gram(k, Y, centre=False)[1] for k in kys]
+        inverse = inverse_permutations(draw_permutations(n, n_permutations, rng))
+    # the y side first: one Gram matrix at a time, its trace term, then what the pairs
+    # read (the matrix, or its diagonal spectra); see hsic_aggregate_memory_bytes
+    gram_y = _grams(kernel_y, gammas_y, Y)
+    n_y = len(gammas_y)
+    traces_y = []
     if cyclic:
-        ys = [_diagonal_spectra(k(Y)) for k in kys]
+        ys = np.empty((n_y, n, n // 2 + 1), dtype=np.complex128)
+        buffer = np.empty((n, n))
+        for i in range(n_y):
+            L = gram_y(i, buffer)
+            traces_y.append(_trace_term(L))
+            ys[i] = _all_diagonal_spectra(L)
+        del buffer, L
     else:
-        ys = [np.ascontiguousarray(k(Y)) for k in kys]
+        ys = np.empty((n_y, n, n))
+        for i in range(n_y):
+            L = gram_y(i, ys[i])
+            if L is not ys[i]:
+                ys[i] = L
+            traces_y.append(_trace_term(ys[i]))
+        del L
+    del gram_y  # the y distances
+    # the x distances are held through the x bandwidths: planned up to _DOUBLED_MAX on
+    # the cyclic path (beyond it each x Gram matrix is evaluated, as the plan says)
+    gram_x = _grams(kernel_x, gammas_x, X, share=not cyclic or n <= _DOUBLED_MAX)
 
     def one(i):
-        Kc, tx = _centred_gram(kxs[i], X)
+        K = gram_x(i)
+        tx = _trace_term(K)
+        Kc = _centre_in_place(K)
         if cyclic:
-            fa = _diagonal_spectra(Kc)
-            del Kc  # only its spectra are read from here
+            fa = _all_diagonal_spectra(Kc)
+            del Kc, K  # only its spectra are read from here
             np.conjugate(fa, out=fa)
-        out = []
-        for L, ty in zip(ys, traces_y, strict=True):
-            if cyclic:
-                traces = np.fft.irfft(np.einsum("ij,ij->j", fa, L), n=n)
-            else:
-                traces = permutation_traces(np.ascontiguousarray(Kc), L, perms,
-                                            backend="numpy")
-            h, _ = hsic_centre(tx, ty, n, kappas, nonneg)
-            out.append(_stat(traces, n) - h)
+            traces = np.fft.irfft(np.einsum("ij,yij->yj", fa, ys), n=n, axis=1)
+        else:
+            traces = stacked_permutation_traces(Kc, ys, inverse)
+        h = np.array([[hsic_centre(tx, ty, n, kappas, nonneg)[0]] for ty in traces_y])
+        stats = _stat(traces, n) - h
         if progress is not None:
             progress.step()
-        return np.max(np.vstack(out), axis=0)
+        return np.max(stats, axis=0)
 
-    parts = map_in_threads(one, list(range(len(kxs))), n_jobs)
+    parts = map_in_threads(one, list(range(len(gammas_x))), n_jobs)
     return np.max(np.vstack(parts), axis=0)

@@ -10,15 +10,19 @@ import os
 
 import numpy as np
 
-from .._threads import blas_threads, run_in_threads
+from .._threads import blas_threads, limit_blas, run_in_threads
 
-__all__ = ["draw_permutations", "permutation_traces"]
+__all__ = ["draw_permutations", "inverse_permutations", "permutation_traces",
+           "stacked_permutation_traces"]
 
 # Elements of the gathered kernel values held at once by the numpy backend:
 # small enough (512 KiB) for the column gather to read cache-resident rows.
 _GATHER_ELEMENTS = 2**16
 # The numpy backend uses threads when n^2 * (B + 1) reaches this.
 _THREADS_MIN_WORK = 5e7
+# Gathered kernel values held at once (per thread) by stacked_permutation_traces: 4 MiB,
+# enough permutations per matrix product that it is not bound by reading the stack.
+_STACK_ELEMENTS = 2**19
 # Use the optional numba backend ("auto") when n^2 * (B + 1) reaches this
 # (below it, loading the cached kernel, or compiling it once, costs more than
 # it saves).
@@ -51,6 +55,82 @@ def draw_permutations(n, n_permutations, rng):
     out = np.empty((n_permutations + 1, n), dtype=dtype)
     out[:] = np.arange(n, dtype=dtype)
     rng.permuted(out[1:], axis=1, out=out[1:])
+    return out
+
+
+def inverse_permutations(perms):
+    """``q`` with ``q[b, perms[b, i]] = i`` (intp): the inverse of every row."""
+    out = np.empty(perms.shape, dtype=np.intp)
+    np.put_along_axis(out, perms.astype(np.intp),
+                      np.broadcast_to(np.arange(perms.shape[1], dtype=np.intp), perms.shape),
+                      axis=1)
+    return out
+
+
+def _stacked_blocks(n, n_perm):
+    """``(rows, chunk)`` of :func:`stacked_permutation_traces`: rows of a block (``R n <=
+    max(2^16, n)``) and permutations gathered at once (``chunk R n <= max(2^19, R n)``)."""
+    rows = max(1, min(n, _GATHER_ELEMENTS // n))
+    return rows, max(1, min(n_perm, _STACK_ELEMENTS // (rows * n)))
+
+
+def stacked_gather_bytes(n, n_perm):
+    """Peak bytes of one thread's gather in :func:`stacked_permutation_traces` (the
+    gathered values and their index array, 8 bytes each, and the block's products)."""
+    rows, chunk = _stacked_blocks(n, n_perm)
+    return 16 * chunk * rows * n + 8 * n
+
+
+def _stacked_chunk(flat, Ls, inverse, rows, chunk, out):
+    """:func:`stacked_permutation_traces` for one chunk of permutations (``out`` rows)."""
+    n_y, n = Ls.shape[0], Ls.shape[1]
+    n_perm = inverse.shape[0]
+    for c0 in range(0, n_perm, chunk):
+        q = inverse[c0:c0 + chunk]
+        for r0 in range(0, n, rows):
+            r1 = min(r0 + rows, n)
+            # G[c, a, j] = Kc[q_c(a), q_c(j)] for the block's rows a: one gather
+            G = flat.take(q[:, r0:r1, None] * n + q[:, None, :])
+            part = Ls[:, r0:r1, :].reshape(n_y, -1) @ G.reshape(len(q), -1).T
+            out[:, c0:c0 + len(q)] += part
+
+
+def stacked_permutation_traces(Kc, Ls, inverse):
+    """``T[y, b] = sum_ij Kc_ij Ls[y][p_b(i), p_b(j)]`` for a stack of y Gram matrices.
+
+    ``inverse`` holds the inverse permutations (:func:`inverse_permutations`): with
+    ``q = p_b^-1``, ``T[y, b] = sum_ab Kc[q_a, q_b] Ls[y][a, b]``, the same products
+    summed in another order. For blocks of ``R = max(1, 2^16 // n)`` rows of ``Ls`` and
+    chunks of permutations, ``Kc`` is gathered once (one ``take`` with a (chunk, R, n)
+    index array) and every y bandwidth's traces come from one matrix product, on one
+    BLAS thread (the values do not depend on the thread count). Each trace is a sum over
+    at most ``n / R`` blocks of dot products of at most ``R n <= max(2^16, n)`` terms:
+    the rounding chain of ``hsic_abs_error`` (``2^16 + 2n + 8``) covers every summation
+    order of them. Chunks of permutations run on as many threads as the BLAS thread count
+    in force (as :func:`permutation_traces`), the same chunks whatever their number.
+
+    Returns
+    -------
+    traces : ndarray of shape (n_y, n_permutations)
+    """
+    n = Kc.shape[0]
+    n_y, n_perm = Ls.shape[0], inverse.shape[0]
+    rows, chunk = _stacked_blocks(n, n_perm)
+    out = np.zeros((n_y, n_perm))
+    flat = np.ascontiguousarray(Kc).ravel()
+    work = float(n) * n * n_perm
+    n_threads = min(blas_threads(), 8) if work >= _THREADS_MIN_WORK else 1
+    # chunk boundaries first (fixed by n and B), then split between the threads
+    starts = list(range(0, n_perm, chunk))
+    with limit_blas():
+        if n_threads == 1 or len(starts) == 1:
+            _stacked_chunk(flat, Ls, inverse, rows, chunk, out)
+            return out
+        groups = [g for g in np.array_split(np.array(starts), n_threads) if len(g)]
+        bounds = [(int(g[0]), min(int(g[-1]) + chunk, n_perm)) for g in groups]
+        run_in_threads([lambda a=a, b=b: _stacked_chunk(flat, Ls, inverse[a:b], rows, chunk,
+                                                        out[:, a:b])
+                        for a, b in bounds])
     return out
 
 

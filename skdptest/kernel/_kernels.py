@@ -123,10 +123,15 @@ class ResolvedKernel:
         diagonal (named rbf and laplacian: ``exp(-gamma * 0)``). A public
         property of the kernel, so code may branch on it without revealing
         anything about the data (not even through its running time).
+    metric : str, default=None
+        The kernel's name for named kernels ("rbf", "laplacian", ...), else None: the
+        bandwidth aggregate evaluates the distances of "rbf" and "laplacian" once and
+        each bandwidth by one ``exp`` of them (:func:`gram_from_distances`, bit for bit
+        the kernel's values).
     """
 
     def __init__(self, func, kappa, nonnegative, description, *, positive_definite=True,
-                 rebuild=None, unit_diagonal=False):
+                 rebuild=None, unit_diagonal=False, metric=None):
         self._func = func
         self.kappa = float(kappa)
         self.nonnegative = bool(nonnegative)
@@ -134,6 +139,7 @@ class ResolvedKernel:
         self.positive_definite = bool(positive_definite)
         self._rebuild = rebuild
         self.unit_diagonal = bool(unit_diagonal)
+        self.metric = metric
 
     @property
     def diameter(self):
@@ -501,7 +507,8 @@ def resolve_kernel(kernel, kernel_params, kernel_bound, X, *, name="kernel"):
         def build(gamma, kernel=kernel, params=params, kappa=kappa, nonneg=nonneg):
             p = params if gamma is None else {**params, "gamma": float(gamma)}
             return ResolvedKernel(partial(_pairwise, kernel, p), kappa, nonneg, repr(kernel),
-                                  rebuild=build, unit_diagonal=kernel in ("rbf", "laplacian"))
+                                  rebuild=build, unit_diagonal=kernel in ("rbf", "laplacian"),
+                                  metric=kernel)
 
         resolved = build(None)
     elif isinstance(kernel, gpk.Kernel):
