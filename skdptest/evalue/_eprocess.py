@@ -173,12 +173,18 @@ class _Plan:
             return stat, self.fixed_bet
         stat_at = None
         if self.stat_name == "optimal" and laws.fast_rates:
-            def stat_at(r):
-                s = optimal_statistic(laws, r)[0]
+            def stat_at(r, rates=False):
+                s = optimal_statistic(laws, r, rates=rates)[0]
                 return s if against == "P" else self._on_null_support(s)
+
+        def compute():
+            planned, bet, r = plan_release(laws, stat, n, self.eps_stat, stat_at)
+            if r is not None:  # the chosen clip, with the rate's consistency check
+                planned = stat_at(r, rates=True)
+            return planned, bet
+
         key = ("eplan", id(laws), id(stat), n, self.eps_stat)
-        return _cached(key, (laws, stat),
-                       lambda: plan_release(laws, stat, n, self.eps_stat, stat_at)[:2])
+        return _cached(key, (laws, stat), compute)
 
     def batch_log_e(self, Xb, rng):
         """Released log e-values of one batch: (against P, against Q or None)."""

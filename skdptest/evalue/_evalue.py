@@ -160,8 +160,10 @@ def resolve_plan(bet, laws, stat, n, epsilon):
         stat_at = None
         if stat.name == "optimal" and laws.fast_rates:
             def stat_at(r):
-                return optimal_statistic(laws, r)[0]
+                return optimal_statistic(laws, r, rates=False)[0]
         planned, bet, r = plan_release(laws, stat, n, epsilon, stat_at)
+        if r is not None:  # the chosen clip, with the rate's consistency check
+            planned = optimal_statistic(laws, r)[0]
         return planned, bet, clip if r is None else r
 
     return _cached(("plan", id(laws), id(stat), n, epsilon), (laws, stat), compute)

@@ -22,6 +22,7 @@ a grid that may miss a crossing).
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Real
 
@@ -46,6 +47,68 @@ def _quantile_nodes(n_panels=4000, order=10):
     left = np.arange(n_panels) / n_panels
     u = (left[:, None] + (x[None, :] + 1) / (2 * n_panels)).ravel()
     return u, np.tile(w / (2 * n_panels), n_panels)
+
+
+def _weighted_sum(w, values):
+    """Σ w·values by numpy's pairwise sum, not ``np.dot``: a threaded BLAS dot splits
+    the sum by thread (its last bits, hence planned bets, depended on the BLAS thread
+    count) and its workers cost ~8 ms of CPU per 40 000-node call on a loaded machine."""
+    return float(np.sum(w * values))
+
+
+#: Gauss-Legendre order per panel and half-width of the z range of
+#: :func:`_normal_panels` (the normal mass beyond 12 sd is below 4e-33).
+_GL_ORDER = 8
+_Z_MAX = 12.0
+_GL = np.polynomial.legendre.leggauss(_GL_ORDER)
+
+
+def _gl_panels(edges):
+    """Gauss-Legendre nodes z and weights w·φ(z) of the panels between ``edges``."""
+    half = 0.5 * np.diff(edges)
+    mid = edges[:-1] + half
+    x, wx = _GL
+    z = (mid[:, None] + half[:, None] * x[None, :]).ravel()
+    w = (half[:, None] * wx[None, :]).ravel() * np.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+    return z, w
+
+
+@functools.lru_cache(maxsize=32)
+def _normal_base(s):
+    """The unsplit panels of :func:`_normal_panels` for the scale s (read-only)."""
+    width = 0.5 / max(1.0, s)
+    edges = np.linspace(-_Z_MAX, _Z_MAX, math.ceil(2.0 * _Z_MAX / width) + 1)
+    z, w = _gl_panels(edges)
+    for a in (edges, z, w):
+        a.flags.writeable = False
+    return edges, z, w
+
+
+def _normal_panels(z_breaks, s):
+    """Nodes z and weights w with Σ w h(z) ≈ E[h(Z)], Z ~ N(0, 1), for h analytic
+    between ``z_breaks`` and varying on the scale of L = s·z.
+
+    Composite Gauss-Legendre of order 8 on [−12, 12] with panels of width at most
+    0.5 in z and in L (0.5 / max(1, s) in z), the panels holding a break split there:
+    on each panel φ(z) h(z) is analytic and the rule's error is ~1e-17 of its mass.
+    About 400·max(1, s) nodes instead of the quantile grid's 40 000.
+    """
+    edges, z, w = _normal_base(float(s))
+    inner = sorted({b for b in z_breaks if -_Z_MAX < b < _Z_MAX})
+    if not inner:
+        return z, w
+    k = np.searchsorted(edges, inner, side="right") - 1
+    split = sorted(set(k.tolist()))
+    keep = np.ones(edges.size - 1, dtype=bool)
+    keep[split] = False
+    keep = np.repeat(keep, _GL_ORDER)
+    parts_z, parts_w = [z[keep]], [w[keep]]
+    for j in split:
+        sub = [edges[j], *(b for b in inner if edges[j] < b < edges[j + 1]), edges[j + 1]]
+        pz, pw = _gl_panels(np.array(sub))
+        parts_z.append(pz)
+        parts_w.append(pw)
+    return np.concatenate(parts_z), np.concatenate(parts_w)
 
 
 def _kind(dist, name):
@@ -569,12 +632,23 @@ class _GaussianLaws(_Laws):
         )
 
     def expect(self, h, under, breaks=()):
+        """E[h(L)] under ``under`` ("P" or "Q"); planning and reporting only.
+
+        With ``breaks`` (the kinks of h; h analytic between them) by Gauss-Legendre
+        panels in z = (L − mean)/s split at the breaks (:func:`_normal_panels`,
+        ~1e-15 relative for the e-statistics' h); without, by the quantile grid of
+        4000 panels (kinks inside panels: ~1e-9).
+        """
         if self.s == 0:
             return float(h(np.array([0.0]))[0])
+        m = self._mean(under)
+        if breaks:
+            z, w = _normal_panels(tuple((float(b) - m) / self.s for b in breaks), self.s)
+            return _weighted_sum(w, h(z * self.s + m))
         if not hasattr(self, "_nodes"):
             u, self._w = _quantile_nodes()
             self._nodes = special.ndtri(u) * self.s
-        return float(np.dot(self._w, h(self._nodes + self._mean(under))))
+        return _weighted_sum(self._w, h(self._nodes + m))
 
     def clip_mean_q(self, lo, hi):
         """E_Q[clip(L, lo, hi)] in closed form (truncated normal moments)."""
@@ -733,7 +807,7 @@ class _UnivariateLaws(_Laws):
                            (("P", self.null), ("Q", self.alternative))}
         L = self._nodes[under]
         ok = ~np.isnan(L)
-        return float(np.dot(self._w[ok], h(L[ok])))
+        return _weighted_sum(self._w[ok], h(L[ok]))
 
 
 class _MonteCarloLaws(_Laws):

@@ -268,7 +268,8 @@ def expected_log_release(laws, stat, bet, n, epsilon):
     to within ± (n h + g)/2 <= g (≈ 2^-10 R_λ; doc/evalues.md, 'Float-safe release').
     """
     noise = release_noise(stat, bet, epsilon)
-    per_row = laws.expect(lambda L: _log_merge(stat.log_e(L), bet), "Q")
+    per_row = laws.expect(lambda L: _log_merge(stat.log_e(L), bet), "Q",
+                          breaks=getattr(stat, "breaks", ()))
     if noise is None:
         return n * per_row
     c = noise.log_mgf
@@ -291,8 +292,9 @@ def choose_bet(laws, stat, n, epsilon):
     vals = [neg(u) for u in us]
     i = int(np.argmin(vals))
     lo, hi = us[max(i - 1, 0)], us[min(i + 1, len(us) - 1)]
-    res = optimize.minimize_scalar(neg, bounds=(lo, hi), method="bounded",
-                                   options={"xatol": 1e-6})
+    with np.errstate(invalid="ignore"):  # +inf objective (no compensator) in Brent's step
+        res = optimize.minimize_scalar(neg, bounds=(lo, hi), method="bounded",
+                                       options={"xatol": 1e-6})
     u = res.x if res.fun <= vals[i] else us[i]
     return float(-math.expm1(-u))
 
@@ -319,8 +321,9 @@ def choose_clip(laws, n, epsilon, stat_at):
     lo, hi = rs[max(i - 1, 0)], rs[min(i + 1, len(rs) - 1)]
     if i == len(rs) - 1:
         hi = epsilon * (1 - 1e-6)
-    res = optimize.minimize_scalar(neg, bounds=(lo, hi), method="bounded",
-                                   options={"xatol": 1e-5 * epsilon})
+    with np.errstate(invalid="ignore"):  # +inf objective (no compensator) in Brent's step
+        res = optimize.minimize_scalar(neg, bounds=(lo, hi), method="bounded",
+                                       options={"xatol": 1e-5 * epsilon})
     r, v = (float(res.x), -float(res.fun)) if res.fun <= vals[i] else (float(rs[i]), -vals[i])
     return r, v
 

@@ -63,11 +63,16 @@ class EStatistic:
     log_lo, log_hi : float
         Bounds of log E over the null's support (the actual extremes where they
         are computable exactly, else the clip bounds); they set the sensitivity.
+    breaks : tuple of float
+        The values of L where log E has a kink (the clip levels of E*, the cap of
+        tsLR); log E is analytic between them. Quadratures split their panels there
+        (planning only).
     """
 
-    def __init__(self, name, log_e, log_lo, log_hi, log_e_inplace=None):
+    def __init__(self, name, log_e, log_lo, log_hi, log_e_inplace=None, breaks=()):
         self.name, self._log_e, self._inplace = name, log_e, log_e_inplace
         self.log_lo, self.log_hi = float(log_lo), float(log_hi)
+        self.breaks = tuple(float(b) for b in breaks)
 
     def log_e(self, L):
         return self._log_e(np.asarray(L, dtype=float))
@@ -109,10 +114,13 @@ def _mass(laws, a, epsilon):
     return math.exp(a) * pa + qm + math.exp(a + epsilon) * pb
 
 
-def optimal_statistic(laws, epsilon):
+def optimal_statistic(laws, epsilon, rates=True):
     """E*(x) = min(c2, max(c1, q/p(x))), renormalised so that E_P[E*] <= 1 exactly.
 
     Returns ``(EStatistic, OptimalRate)``. Refuses laws without an exact normaliser.
+    ``rates=False`` returns ``(EStatistic, None)`` without the rate, its consistency
+    check and KL: the same statistic, for the planner's candidate clip ranges (the
+    chosen one is then built with ``rates=True``, check included).
     """
     if not laws.exact:
         why = getattr(laws, "why_inexact", None)
@@ -145,7 +153,9 @@ def optimal_statistic(laws, epsilon):
         np.clip(L, a, b, out=L)
         return np.subtract(L, shift, out=L)
 
-    stat = EStatistic("optimal", log_e, log_lo, log_hi, log_e_inplace)
+    stat = EStatistic("optimal", log_e, log_lo, log_hi, log_e_inplace, breaks=(a, b))
+    if not rates:
+        return stat, None
     if hasattr(laws, "clip_mean_q"):
         rate = laws.clip_mean_q(a, b) - shift
     else:
@@ -187,7 +197,8 @@ def tslr_statistic(laws, epsilon):
     lmin, lmax = laws.l_range() if laws.exact else (-math.inf, math.inf)
     log_lo = float(log_e(np.array([lmin]))[0])
     log_hi = float(log_e(np.array([lmax]))[0])
-    return EStatistic("tslr", log_e, log_lo, log_hi, log_e_inplace)
+    return EStatistic("tslr", log_e, log_lo, log_hi, log_e_inplace,
+                      breaks=(math.log(cap),))
 
 
 def optimal_rate(null, alternative, epsilon):
