@@ -235,13 +235,36 @@ def test_persistent_ledger_survives_reopen(tmp_path):
     assert third.remaining == (0.0, 1e-6)
 
 
-def test_persistent_ledger_outlives_the_creating_process(tmp_path):
-    path = tmp_path / "ledger.sqlite"
+@pytest.fixture(scope="module")
+def exited_process(tmp_path_factory):
+    """What one fresh interpreter, now exited, left behind (one interpreter for the three
+    tests below: each start imports numpy, scipy and scikit-learn, about 3 s of CPU).
+
+    It spent on a persistent ledger at ``path``; spent on a temporary ledger and printed
+    its path; spent 0.9 on another temporary ledger and printed a pickle of its handle.
+    """
+    path = tmp_path_factory.mktemp("exited") / "ledger.sqlite"
     code = (
+        "import base64, os, pickle\n"
         "from skdptest import PrivacyBudget\n"
         f"PrivacyBudget(1.0, path={str(path)!r}).spend(0.25, label='other process')\n"
+        "b = PrivacyBudget(1.0)\n"
+        "b.spend(0.5)\n"
+        "assert os.path.exists(b.path)\n"
+        "print(b.path)\n"
+        "b = PrivacyBudget(1.0)\n"
+        "b.spend(0.9, label='spent before exit')\n"
+        "print(base64.b64encode(pickle.dumps(b)).decode())\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+    )
+    temporary, pickled = out.stdout.split()
+    return {"path": path, "temporary": temporary, "pickle": base64.b64decode(pickled)}
+
+
+def test_persistent_ledger_outlives_the_creating_process(exited_process):
+    path = exited_process["path"]
     budget = PrivacyBudget(1.0, path=path)
     assert [(e.label, e.epsilon) for e in budget.ledger] == [("other process", 0.25)]
 
@@ -280,22 +303,8 @@ def test_path_that_is_not_a_ledger_is_a_clear_error(tmp_path):
     assert path.read_text() == "not a database\n" * 100
 
 
-def _python_stdout(code):
-    """Run ``code`` in a fresh interpreter (which then exits); its stripped stdout."""
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
-    )
-    return out.stdout.strip()
-
-
-def test_temporary_ledger_is_removed_when_its_process_exits():
-    path = _python_stdout(
-        "from skdptest import PrivacyBudget\n"
-        "b = PrivacyBudget(1.0)\n"
-        "b.spend(0.5)\n"
-        "import os; assert os.path.exists(b.path)\n"
-        "print(b.path)\n"
-    )
+def test_temporary_ledger_is_removed_when_its_process_exits(exited_process):
+    path = exited_process["temporary"]
     assert path.endswith(".sqlite")
     assert not os.path.exists(path)
 
@@ -380,16 +389,10 @@ def test_unpickled_handle_of_a_vanished_ledger_refuses_to_spend(tmp_path):
     assert not path.exists()  # and neither did the refused spend
 
 
-def test_unpickling_after_the_temporary_ledger_was_removed_refuses_to_spend():
+def test_unpickling_after_the_temporary_ledger_was_removed_refuses_to_spend(exited_process):
     # The real case: a worker holds a pickle of a budget whose creating process exited
     # (and removed its temporary ledger). It used to recreate a full budget silently.
-    data = base64.b64decode(_python_stdout(
-        "import base64, pickle\n"
-        "from skdptest import PrivacyBudget\n"
-        "b = PrivacyBudget(1.0)\n"
-        "b.spend(0.9, label='spent before exit')\n"
-        "print(base64.b64encode(pickle.dumps(b)).decode())\n"
-    ))
+    data = exited_process["pickle"]
     with pytest.warns(RuntimeWarning, match=r"will refuse to spend"):
         loaded = pickle.loads(data)
     assert not os.path.exists(loaded.path)
@@ -446,7 +449,11 @@ def test_unpickling_checks_the_totals(key, value, error, match):
 ])
 def test_processes_racing_never_overspend(total, step):
     budget = PrivacyBudget(epsilon=total)
-    ctx = multiprocessing.get_context("spawn")
+    # Separate processes, each with its own connection to the ledger file. A fork server
+    # that imported the library once forks them: four spawned interpreters each importing
+    # numpy, scipy and scikit-learn cost 12 s of CPU, the race itself well under one.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["skdptest"])
     n_procs, n_tries = 4, 50
     barrier = ctx.Barrier(n_procs)
     queue = ctx.Queue()
