@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from .._params import InvalidParameterError
+from ._hsic_aggregate import _DOUBLED_MAX
 from ._kernels import exp_of_exponents
 
 __all__ = ["AUTO_PROGRESS_SECONDS", "HSICProgress", "check_time", "predict_seconds"]
@@ -94,11 +95,21 @@ def _counts(route, n, d_x, d_y, n_x, n_y, n_permutations, backend_numba=False):
         return {"exp": (2 * n_x + n_y + 0.5 * dims + 1.5 * n_x + 0.5 * n_y) * n2,
                 "fft": (n_x + n_y) * fft, "mac": n_x * n_y * n2 / 2}
     if route == "cyclic aggregate":
-        # kernel evaluations (y twice, distances about 0.7 of the exponentials), the
-        # diagonals' 2-D gathers (about 10 contiguous gathers each), spectra, pair
-        # products (memory-bound: about 4 cache-resident ones); from a profile at n = 800
-        return {"exp": 1.7 * (n_x + 2 * n_y + 0.5 * dims) * n2, "fft": (n_x + n_y) * fft,
-                "gather": 10 * (n_x + n_y) * n2, "einsum": 4 * n_x * n_y * n2 / 2}
+        # From profiles at n = 500, 1000 and 2000 (CPU seconds in units of the
+        # calibration): each side's distances once (x: up to _DOUBLED_MAX rows; above,
+        # every x Gram matrix is evaluated with its distances, 0.8 more), one exp per
+        # Gram matrix with its multiply, trace and sum (1.3), the x centring and
+        # conjugated spectra (1.3 per x entry); the diagonals' transforms read through a
+        # doubled copy up to _DOUBLED_MAX rows (strided: 3.5 contiguous transforms, the
+        # copy 1.5 gathers per entry), gathered by blocks above (7.5 gathers per entry,
+        # 1.6 transforms); the spectra products one einsum per x bandwidth over every y
+        # spectrum (1.1 calibrated elements per complex multiply-add).
+        doubled = n <= _DOUBLED_MAX
+        return {"exp": (1.3 * (n_x + n_y) + (1.3 if doubled else 2.1) * n_x
+                        + 0.5 * dims) * n2,
+                "fft": (3.5 if doubled else 1.6) * (n_x + n_y) * fft,
+                "gather": (1.5 if doubled else 7.5) * (n_x + n_y) * n2,
+                "einsum": 1.1 * n_x * n_y * n2 / 2}
     if route == "aggregate":  # random permutations, every pair in float64
         return {"exp": (n_x + 2 * n_y) * n2, "gather": n_x * n_y * n2 * (B + 1)}
     if route == "cyclic":
