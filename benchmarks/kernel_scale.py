@@ -23,6 +23,8 @@ Usage::
     python benchmarks/kernel_scale.py --power 1 10 1e6 --power-reps 400   # appends
     python benchmarks/kernel_scale.py --power 1 0.3 10 1e6 --power-components 256 \
         --power-squared 16 32 64 --no-rt2      # fourier vs squared feature maps
+    python benchmarks/kernel_scale.py --power 1 1e6 --power-reps 150 --power-fine 64 \
+        --out benchmarks/results/kernel_features_power.txt   # 12-bit vs 2^-23 rows
 
 4. ``--hsic``: the blocked exact dpHSIC (one fit per (n, B), fresh worker each), with the
    planned ``hsic_memory_bytes`` next to the measured peak; appended to the results file.
@@ -35,6 +37,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -182,7 +185,36 @@ def rejection_rate(make_est, sampler, reps, seed):
 NONPRIVATE_EPS = 1e6
 
 
-def _power_configs(epsilons, components, squared=(), rt2=True):
+@contextlib.contextmanager
+def _fine_fourier_grid():
+    """The fourier feature test as it was before its rows became 12-bit integers
+    (issue 20, item 4): rows on the 2^-23 grid (``feature_map(fine=True)``, R = 1 +
+    2^-16, sensitivity 2R/m with that R), summed by two split float32 products. Every
+    draw is the same, so a fit under this context and the shipped fit with the same
+    ``random_state`` differ only by the quantisation: a paired comparison."""
+    from skdptest.kernel import _features as feat
+
+    saved = (feat.feature_map, feat.subset_sums, feat._masked_sums, feat.FEATURE_RADIUS)
+    fmap, ssum, msum = saved[:3]
+
+    def feature_map(X, omega, block_rows=feat.BLOCK_ROWS, *, fine=False):
+        return fmap(X, omega, block_rows, fine=True)
+
+    def subset_sums(F, draw, r0, r1, n_threads=None, *, coarse=False):
+        return ssum(F, draw, r0, r1, n_threads, coarse=False)
+
+    def masked_sums(F, masks, block_rows=feat._SPLIT_ROWS, *, coarse=False):
+        return msum(F, masks, block_rows, coarse=False)
+
+    feat.feature_map, feat.subset_sums, feat._masked_sums = feature_map, subset_sums, masked_sums
+    feat.FEATURE_RADIUS = feat._FINE_RADIUS
+    try:
+        yield
+    finally:
+        (feat.feature_map, feat.subset_sums, feat._masked_sums, feat.FEATURE_RADIUS) = saved
+
+
+def _power_configs(epsilons, components, squared=(), rt2=True, fine=()):
     # (eps of the row's group, label, method, D, feature map, epsilon actually used).
     # "squared D=..." rows run feature_map="squared" (psi = phi (x) phi, D (2D + 1)
     # coordinates, never-negative kernel, diameter ~sqrt(2) instead of 2R). The extra
@@ -200,6 +232,9 @@ def _power_configs(epsilons, components, squared=(), rt2=True):
         if rt2 and eps < NONPRIVATE_EPS:
             configs.extend((eps, f"feat. D={D} eps*rt2", "features", D, "fourier",
                             eps * 2 ** 0.5) for D in components)
+        # "fine": the fourier test on the 2^-23 grid (before the 12-bit rows)
+        configs.extend((eps, f"feat. D={D} 2^-23 grid", "features", D, "fine", eps)
+                       for D in fine)
     return configs
 
 
@@ -214,7 +249,7 @@ def _load():
 
 
 def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, shift=0.1,
-                gamma=0.2, B=199, seed=123, alpha=0.05, squared=(), rt2=True):
+                gamma=0.2, B=199, seed=123, alpha=0.05, squared=(), rt2=True, fine=()):
     """Paired power of the feature dpMMD against the exact dpMMD on the same data sets.
 
     Each repetition draws one data set (``n / 2`` rows N(0, I_d) against ``n / 2``
@@ -241,6 +276,10 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
         frequencies drawn for gamma / 2, so it approximates the same rbf kernel).
     rt2 : bool, default=True
         Add the diagnostic rows "fourier features at epsilon * sqrt(2)".
+    fine : sequence of int, default=()
+        D of rows "fourier features on the 2^-23 grid" (:func:`_fine_fourier_grid`, the
+        test before its rows became 12-bit integers), each also compared, paired, with
+        the shipped fourier row of the same D.
     n, d, shift, gamma, B, seed, alpha
         Rows, dimension, mean shift on every coordinate, the pinned rbf bandwidth (both
         modes), permutations, data seed and level.
@@ -252,7 +291,7 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
     """
     from skdptest import DPMMDTest
 
-    configs = _power_configs(epsilons, components, squared, rt2)
+    configs = _power_configs(epsilons, components, squared, rt2, fine)
     y = np.repeat([0, 1], [n // 2, n - n // 2])
     hits = {(e, label): np.zeros(reps, dtype=bool) for e, label, *_ in configs}
     t0 = time.perf_counter()
@@ -262,9 +301,13 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
         X[n // 2:] += shift
         for e, label, method, D, kind, eps in configs:
             kw = {"n_components": D, "feature_map": kind} if D else {}
+            grid = contextlib.nullcontext()
+            if kind == "fine":
+                kw["feature_map"], grid = "fourier", _fine_fourier_grid()
             est = DPMMDTest(method=method, epsilon=eps, alpha=alpha, n_permutations=B,
                             kernel_params={"gamma": gamma}, random_state=rep, **kw)
-            hits[(e, label)][rep] = est.decision(X, y)
+            with grid:
+                hits[(e, label)][rep] = est.decision(X, y)
         if (rep + 1) % 50 == 0 or rep + 1 in (1, 5):  # early reps: the per-rep time
             print(f"  [{rep + 1}/{reps} reps, {time.perf_counter() - t0:.0f} s]", flush=True)
     emit(f"\n## power (paired): N = {n} ({n // 2} + {n - n // 2}), d = {d}, mean shift "
@@ -289,6 +332,13 @@ def power_table(emit, reps, epsilons, components=(64, 128, 256), n=2000, d=5, sh
                     f"{int((diff > 0).sum()):>4}/{int((diff < 0).sum()):<4} "
                     f"{str(bool(lo >= -0.05)):>8}")
         emit(row)
+    for e, label, _, D, kind, _ in configs:
+        if kind == "fine":  # the same fits on the two grids, paired
+            diff = hits[(e, f"features D={D}")].astype(float) - hits[(e, label)]
+            emit(f"  eps = {e:g}, D = {D}: 12-bit rows {hits[(e, f'features D={D}')].mean():.3f}"
+                 f" against the 2^-23 grid {hits[(e, label)].mean():.3f}: paired difference "
+                 f"{diff.mean():+.3f} (discordant {int((diff > 0).sum())}/"
+                 f"{int((diff < 0).sum())} of {reps})")
     emit(f"  ({reps} reps in {time.perf_counter() - t0:.0f} s)")
     return hits
 
@@ -311,6 +361,9 @@ def main(argv=None):
                     help="D of the fourier feature rows of the power table")
     ap.add_argument("--power-squared", type=int, nargs="*", default=[],
                     help="D of the feature_map='squared' rows of the power table")
+    ap.add_argument("--power-fine", type=int, nargs="*", default=[],
+                    help="D of rows 'fourier features on the 2^-23 grid' (the test before "
+                         "its rows became 12-bit integers), compared paired")
     ap.add_argument("--no-rt2", action="store_true",
                     help="drop the diagnostic 'fourier features at eps * sqrt(2)' rows")
     ap.add_argument("--dask", type=int, nargs="*",
@@ -335,7 +388,7 @@ def main(argv=None):
         emit(f"# load average before: {_load()}")
         power_table(emit, args.power_reps, args.power or (1.0, 10.0, NONPRIVATE_EPS),
                     components=args.power_components, squared=args.power_squared,
-                    rt2=not args.no_rt2)
+                    rt2=not args.no_rt2, fine=args.power_fine)
         emit(f"# load average after: {_load()}")
         with open(args.out, "a") as fh:
             fh.write("\n" + "\n".join(lines) + "\n")
