@@ -193,7 +193,7 @@ def _check_bounded(values, name):
 
 
 def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng, *, bounds=None,
-                          refine=None, abs_error=0.0):
+                          refine=None, abs_error=0.0, noise=None):
     """The (ε, δ)-DP permutation p-value of B + 1 statistics, integer-exact.
 
     Parameters
@@ -221,6 +221,10 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng, *, bound
         Certified bound η >= 0 on |computed − exact| for every statistic on every data set
         (floating-point error of the computation). The noise is calibrated to Δ + 2η, the
         largest difference of computed statistics on neighbouring data.
+    noise : DiscreteNoise, default=None
+        ``permutation_noise(sensitivity, epsilon, delta, abs_error=abs_error)`` when the
+        caller planned it already (then used as it is, not validated again); None
+        computes it here.
 
     Returns
     -------
@@ -254,7 +258,8 @@ def dp_permutation_pvalue(statistics, sensitivity, epsilon, delta, rng, *, bound
         raise ValueError("statistics must be 1-D with at least 2 values (B >= 1).")
     if (bounds is None) != (refine is None):
         raise ValueError("bounds and refine must be given together.")
-    noise = permutation_noise(sensitivity, epsilon, delta, abs_error=abs_error)
+    if noise is None:
+        noise = permutation_noise(sensitivity, epsilon, delta, abs_error=abs_error)
     g = noise.grid
     draws = discrete_laplace(rng, noise.rate, size=statistics.size)
     _check_bounded(draws, "noise")

@@ -1,72 +1,33 @@
-"""DPHSICTest: the differentially private permutation HSIC test (dpHSIC)."""
+"""DPHSICTest: the differentially private permutation HSIC test (dpHSIC).
+
+The estimator: its parameters, input checks and the choice of a route. The shared
+release is :class:`._kernelbase.KernelTestBase`'s; the routes (``plan``,
+``statistics``) are the kernel routes of :mod:`._hsic_routes` (exact, cyclic, aggregate;
+blocked: :mod:`._route_hsic_blocked`) and random features (:mod:`._route_features`,
+dask: :mod:`._route_dask`).
+"""
 
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
-
 import numpy as np
 
-from .._base import BasePrivateTest, check_numeric, validate_input
-from .._budget import PrivacyBudget
-from .._params import (
-    Boolean,
-    InstanceOf,
-    Interval,
-    InvalidParameterError,
-    NoneValue,
-    Options,
-    RandomState,
-)
-from ._bandwidth import (
-    aggregate_sensitivity,
-    bandwidth_grid,
-    centre_abs_error,
-    hsic_centre_constants,
-    trace_abs_error,
-    uses_aggregate,
-)
-from ._distributed import (
-    dask_feature_rows,
-    is_dask,
-    refuse_dask,
-    validate_dask_input,
-)
-from ._features import (
-    MAX_COMPONENTS,
-    draw_frequencies,
-    feature_hsic_statistics,
-    make_features,
-    spectral_gamma,
-)
-from ._hsic_aggregate import (
-    hsic_aggregate_statistics,
-    hsic_cyclic_statistics,
-)
-from ._hsic_blocked import (
-    blocked_aggregate_statistics,
-)
+from .._base import check_numeric, validate_input
+from .._params import Boolean, InvalidParameterError, Options
+from ._distributed import is_dask, refuse_dask, validate_dask_input
+from ._hsic_aggregate import hsic_aggregate_statistics, hsic_cyclic_statistics
 from ._hsic_bounds import hsic_abs_error, hsic_sensitivity, hsic_squared_sensitivity
-from ._hsic_exact import _hsic_statistics, hsic_memory_bytes, hsic_permutation_statistics
-from ._hsic_routes import HSICPlan, features_plan, plan_route
-from ._hsic_time import HSICProgress
+from ._hsic_exact import hsic_memory_bytes, hsic_permutation_statistics
+from ._hsic_routes import HSICKernelRoutes
 from ._hsic_traces import (  # _resolve_*: reachable here for benchmarks/kernel_speed.py
-    _load_numba,
     _resolve_backend,  # noqa: F401
     _resolve_precision,  # noqa: F401
     draw_permutations,
 )
-from ._kernels import (
-    KERNEL_CONSTRAINT,
-    KERNEL_PARAMS_CONSTRAINT,
-    MEDIAN_EPSILON_SHARE,
-    check_kernel_spec,
-    private_median_gamma,
-    resolve_kernel,
-    uses_private_median,
-)
-from ._results import make_permutation_result, noise_plan, plan_noise
-from ._testbase import DEFAULT_MAX_MEMORY, MAX_PERMUTATIONS, warn_ignored
+from ._kernelbase import BOUND_CONSTRAINT, COMMON_CONSTRAINTS, KernelTestBase
+from ._kernels import KERNEL_CONSTRAINT, KERNEL_PARAMS_CONSTRAINT
+from ._route_dask import HSICDaskFeaturesRoute
+from ._route_features import HSICFeaturesRoute
+from ._testbase import DEFAULT_MAX_MEMORY, warn_ignored
 
 __all__ = [
     "DPHSICTest",
@@ -81,7 +42,7 @@ __all__ = [
 ]
 
 
-class DPHSICTest(BasePrivateTest):
+class DPHSICTest(KernelTestBase):
     r"""Differentially private permutation HSIC independence test.
 
     Tests H0: the rows of ``X`` are independent of the paired rows of ``y``,
@@ -334,29 +295,18 @@ class DPHSICTest(BasePrivateTest):
     (True, 'dpHSIC cyclic aggregate')
     """
 
-    _requires_y = True
+    _kernel_sides = (("kernel", "kernel_params", "kernel_bound"),
+                     ("y_kernel", "y_kernel_params", "y_kernel_bound"))
 
     _parameter_constraints = {
         "kernel": KERNEL_CONSTRAINT,
         "kernel_params": KERNEL_PARAMS_CONSTRAINT,
-        "kernel_bound": [NoneValue(), Interval(Real, 0, None, closed="neither")],
+        "kernel_bound": BOUND_CONSTRAINT,
         "y_kernel": KERNEL_CONSTRAINT,
         "y_kernel_params": KERNEL_PARAMS_CONSTRAINT,
-        "y_kernel_bound": [NoneValue(), Interval(Real, 0, None, closed="neither")],
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "delta": [Interval(Real, 0, 1, closed="left")],
-        "alpha": [Interval(Real, 0, 1, closed="neither")],
-        "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
+        "y_kernel_bound": BOUND_CONSTRAINT,
+        **COMMON_CONSTRAINTS,
         "cyclic": [Boolean(), Options("auto")],
-        "max_memory": [Interval(Integral, 1, None)],
-        "max_time": [NoneValue(), Interval(Real, 0, None, closed="neither")],
-        "n_jobs": [NoneValue(), Interval(Integral, None, None)],
-        "verbose": [NoneValue(), Interval(Integral, 0, 1)],
-        "method": [Options("exact", "features")],
-        "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
-        "feature_map": [Options("fourier", "squared")],
-        "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
-        "random_state": [RandomState()],
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None,
@@ -388,12 +338,7 @@ class DPHSICTest(BasePrivateTest):
         self.random_state = random_state
 
     def _check_params(self, params):
-        check_kernel_spec(params["kernel"], params["kernel_params"], params["kernel_bound"])
-        check_kernel_spec(params["y_kernel"], params["y_kernel_params"],
-                          params["y_kernel_bound"], name="y_kernel")
-        if params["n_jobs"] == 0:
-            raise InvalidParameterError("n_jobs must be None, a positive int or a negative "
-                                        "int (joblib's convention), got 0.")
+        params = super()._check_params(params)
         if params["method"] == "features" and params["cyclic"] is True:
             raise InvalidParameterError(
                 "cyclic=True is not available with method='features' (random "
@@ -428,175 +373,13 @@ class DPHSICTest(BasePrivateTest):
                  f"{name}=None).") for name in ("kernel_bound", "y_kernel_bound")] + [
                 ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
                  "n_jobs=None).")])
-            return features_plan(params, X, y)
+            route = HSICDaskFeaturesRoute() if is_dask(X) else HSICFeaturesRoute()
+            return route.plan(params, X, y)
         warn_ignored(self, params, [
             (name, "it applies to method='features' only (leave it at its default or set "
              "method='features').") for name in ("n_components", "feature_map")])
-        kx = resolve_kernel(params["kernel"], params["kernel_params"], params["kernel_bound"],
-                            X)
-        ky = resolve_kernel(params["y_kernel"], params["y_kernel_params"],
-                            params["y_kernel_bound"], y, name="y_kernel")
-        squared = not (kx.positive_definite and ky.positive_definite)
-        if squared:
-            sensitivity = hsic_squared_sensitivity(n, kx.kappa, ky.kappa)
-        else:
-            sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
-        # the bandwidth aggregate (see _bandwidth) on each side without a gamma, when both
-        # kernels are positive definite (the sqrt statistic); a callable on the other side
-        # keeps the single data-independent bandwidth (gamma = 1 / n_features)
-        grids = [[None], [None]]
-        if not squared:
-            for k, (name, data) in enumerate((("kernel", X), ("y_kernel", y))):
-                if uses_aggregate(params[name], params[f"{name}_params"]):
-                    grids[k] = list(bandwidth_grid(params[name], data.shape[1]))
-        aggregate = grids != [[None], [None]]
-        cyclic = params["cyclic"]
-        if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
-            cyclic = aggregate
-        if cyclic:
-            why = "cyclic=True" if params["cyclic"] is True else (
-                "cyclic='auto' with the bandwidth aggregate (no 'gamma' in kernel_params "
-                "or y_kernel_params) means cyclic=True")
-            warn_ignored(self, params, [(
-                "n_permutations", f"{why}, which uses all n - 1 = {n - 1} cyclic shifts "
-                "of one random order instead. Set cyclic=False for random permutations, "
-                "or leave n_permutations at its default.")])
-        if not aggregate:
-            warn_ignored(self, params, [
-                ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params or "
-                 "y_kernel_params without 'gamma'); one bandwidth pair runs on the BLAS "
-                 "threads in force (leave n_jobs=None).")])
-        memory, blocked, predicted = plan_route(params, n, X.shape[1], y.shape[1], grids,
-                                                aggregate, cyclic)
-        median = (uses_private_median(params["kernel"], params["kernel_params"]),
-                  uses_private_median(params["y_kernel"], params["y_kernel_params"]))
-        noise_epsilon = params["epsilon"]
-        for used in median:  # the same subtraction as before (same float)
-            if used:
-                noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-        abs_error = hsic_abs_error(n, kx.kappa, ky.kappa, kx.diameter, ky.diameter,
-                                   cyclic=cyclic, squared=squared)
-        if aggregate:
-            constants = hsic_centre_constants(n, (kx.kappa, ky.kappa),
-                                              (kx.nonnegative, ky.nonnegative))
-            sensitivity = aggregate_sensitivity(sensitivity, constants)
-            errors = (trace_abs_error(n, kx.kappa), trace_abs_error(n, ky.kappa))
-            abs_error += centre_abs_error(constants, errors, 2.0 * kx.diameter * ky.diameter)
-        return HSICPlan(
-            kernels=(kx, ky), median=median, squared=squared, sensitivity=sensitivity,
-            abs_error=abs_error, noise_epsilon=noise_epsilon,
-            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
-            memory_bytes=memory, cyclic=bool(cyclic),
-            grids=(tuple(grids[0]), tuple(grids[1])) if aggregate else None,
-            blocked=blocked, predicted_seconds=predicted,
-        )
-
-    def _features_release(self, prep, rng):
-        # order of the draws: private bandwidths (x then y, if asked), frequencies (x then
-        # y, never from the data), permutations, noise
-        params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
-        (name_x, gamma_x), (name_y, gamma_y), D, kind = plan.features
-        released = [None, None]
-        if plan.median[0]:
-            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-            gamma_x = released[0] = float(private_median_gamma(X, name_x, eps_bw, rng))
-        if plan.median[1]:
-            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-            gamma_y = released[1] = float(private_median_gamma(y, name_y, eps_bw, rng))
-        omega_x = draw_frequencies(name_x, spectral_gamma(gamma_x, kind), X.shape[1], D, rng)
-        omega_y = draw_frequencies(name_y, spectral_gamma(gamma_y, kind), y.shape[1], D, rng)
-        if is_dask(X):
-            # a permutation pairs rows of different chunks: no per-chunk sums exist, so
-            # the feature rows (never the raw rows) are gathered, 4 n (Mx + My) bytes
-            F, G = dask_feature_rows(X, omega_x, kind), dask_feature_rows(y, omega_y, kind)
-        else:
-            F, G = make_features(X, omega_x, kind), make_features(y, omega_y, kind)
-        stats = feature_hsic_statistics(F, G, params["n_permutations"], rng)
-        return make_permutation_result(
-            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
-            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=plan.noise_epsilon, statistic="sqrt",
-            method="dpHSIC features" if kind == "fourier" else "dpHSIC squared features",
-            gamma=released[0], y_gamma=released[1],
-        )
-
-    def _release(self, prep, rng):
-        params, plan, X, y = prep.params, prep.plan, prep.X, prep.y
-        if plan.features is not None:
-            return self._features_release(prep, rng)
-        kernels = list(plan.kernels)
-        gammas = [None, None]
-        specs = [(params["kernel"], X), (params["y_kernel"], y)]
-        for k, (kernel, data) in enumerate(specs):
-            if plan.median[k]:
-                # one marginal at a time: invariant under re-pairing
-                eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-                gammas[k] = float(private_median_gamma(data, kernel, eps_bw, rng))
-                kernels[k] = kernels[k].with_gamma(gammas[k])
-        kx, ky = kernels
-        method = "dpHSIC cyclic" if plan.cyclic else "dpHSIC"
-        verbose, predicted = params["verbose"], plan.predicted_seconds
-        if plan.grids is not None and plan.blocked is not None:
-            sides = []
-            for k, (name, grid) in enumerate(zip(("kernel", "y_kernel"), plan.grids,
-                                                 strict=True)):
-                if grid != (None,):
-                    sides.append((params[name], grid))
-                    continue
-                gamma = gammas[k] if plan.median[k] else (params[f"{name}_params"] or {}).get(
-                    "gamma")
-                if gamma is None:  # scikit-learn's default, 1 / n_features
-                    gamma = 1.0 / (X if k == 0 else y).shape[1]
-                sides.append((params[name], (float(gamma),)))
-            progress = HSICProgress(verbose, predicted, 1000, "work units (per mille)")
-            progress.begin(f"dpHSIC cyclic aggregate by diagonal blocks: "
-                           f"{len(plan.grids[0]) * len(plan.grids[1])} bandwidth pairs on "
-                           f"n = {X.shape[0]} pairs, {plan.blocked} diagonals per block")
-            stats = blocked_aggregate_statistics(
-                X, y, rng, sides[0], sides[1], (kx.kappa, ky.kappa),
-                (kx.nonnegative, ky.nonnegative), block=plan.blocked,
-                n_jobs=params["n_jobs"], progress=progress)
-            bounds = refine = None
-            method += " aggregate blocked"
-        elif plan.grids is not None:
-            pairs = len(plan.grids[0]) * len(plan.grids[1])
-            progress = HSICProgress(verbose, predicted, len(plan.grids[0]), "x bandwidths")
-            hints = []
-            if not plan.cyclic:
-                hints.append("cyclic=True (FFT) is much faster")
-            if params["n_jobs"] in (None, 1):
-                hints.append("n_jobs=-1 uses all cores")
-            progress.begin(f"dpHSIC aggregate: {pairs} bandwidth pairs on n = {X.shape[0]} "
-                           "pairs" + ("; " + ", ".join(hints) if hints else ""))
-            stats = hsic_aggregate_statistics(
-                X, y, params["n_permutations"], rng, kx, ky, *plan.grids, cyclic=plan.cyclic,
-                n_jobs=params["n_jobs"], progress=progress)
-            bounds = refine = None
-            method += " aggregate"
-        elif plan.cyclic:
-            progress = HSICProgress(verbose, predicted, 1, "statistics")
-            progress.begin(f"dpHSIC cyclic: {X.shape[0]} shifts by FFT")
-            stats = hsic_cyclic_statistics(X, y, rng, kx, ky, squared=plan.squared)
-            bounds = refine = None
-            progress.step()
-        else:
-            progress = HSICProgress(verbose, predicted, 1, "statistics")
-            hints = ["cyclic=True (FFT) is much faster"]
-            if _load_numba() is None:
-                hints.append("pip install 'skdptest[fast]' (numba) speeds this path up")
-            progress.begin(f"dpHSIC: {params['n_permutations'] + 1} statistics on n = "
-                           f"{X.shape[0]} pairs; " + ", ".join(hints))
-            stats, bounds, refine = _hsic_statistics(X, y, params["n_permutations"], rng,
-                                                     kx, ky, squared=plan.squared)
-            progress.step()
-        return make_permutation_result(
-            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
-            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=plan.noise_epsilon,
-            method=method,
-            statistic="squared" if plan.squared else "sqrt", bounds=bounds, refine=refine,
-            gamma=gammas[0], y_gamma=gammas[1],
-        )
+        return HSICKernelRoutes(lambda p, ignored: warn_ignored(self, p, ignored)).plan(
+            params, X, y)
 
     def _fitted_attributes(self, prep, result):
         grids = prep.plan.grids
@@ -605,15 +388,6 @@ class DPHSICTest(BasePrivateTest):
                 np.array(grids[0]),
                 "y_gamma_grid_": None if grids is None or grids[1] == (None,) else
                 np.array(grids[1])}
-
-    def _noise_plan(self, prep):
-        """What a fit noises (the grey-box audit hook, doc/contributing.md)."""
-        share = MEDIAN_EPSILON_SHARE * prep.params["epsilon"]
-        shares = [share for used in prep.plan.median if used]
-        return noise_plan(prep.plan, prep.params["delta"], shares)
-
-    def _score_value(self, result):
-        return -math.log(result.pvalue)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

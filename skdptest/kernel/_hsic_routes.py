@@ -1,41 +1,61 @@
-"""dpHSIC's route, memory plan and time prediction, from public sizes and parameters.
+"""dpHSIC's kernel routes: the plan, the route choice, memory and time, the statistics.
 
-One function of the plan, before the budget is charged: which computation a release
-runs (the blocked exact path, one bandwidth pair by FFT, the aggregate in memory or by
-diagonal blocks), its planned peak memory (an upper bound, compared with
-``max_memory``: a refusal names the routes that fit) and its predicted running time
-(compared with ``max_time``).
+The plan, before the budget is charged (:class:`HSICKernelRoutes`): the resolved
+kernels, the sensitivity and rounding bound, the ε split, and which computation the
+release runs (:func:`plan_route`: the blocked exact path, one bandwidth pair by FFT,
+the aggregate in memory or by diagonal blocks, :mod:`._route_hsic_blocked`), its planned
+peak memory (an upper bound, compared with ``max_memory``: a refusal names the routes
+that fit) and its predicted running time (compared with ``max_time``). Each route is an
+object whose ``statistics(plan, X, y, rng)`` returns the B + 1 statistics.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from joblib import effective_n_jobs
 
-from ._distributed import check_finite, is_dask
-from ._features import (
-    check_feature_kernel,
-    feature_hsic_abs_error,
-    feature_hsic_memory_bytes,
-    feature_shape,
+from ._bandwidth import (
+    aggregate_sensitivity,
+    bandwidth_grid,
+    centre_abs_error,
+    hsic_centre_constants,
+    trace_abs_error,
+    uses_aggregate,
 )
-from ._hsic_aggregate import hsic_aggregate_memory_bytes
+from ._features import feature_hsic_memory_bytes
+from ._hsic_aggregate import (
+    hsic_aggregate_memory_bytes,
+    hsic_aggregate_statistics,
+    hsic_cyclic_statistics,
+)
 from ._hsic_blocked import BLOCKED_KERNELS, choose_diagonal_block
-from ._hsic_bounds import hsic_sensitivity
-from ._hsic_exact import hsic_memory_bytes
-from ._hsic_time import check_time, predict_seconds
-from ._hsic_traces import _resolve_backend
+from ._hsic_bounds import hsic_abs_error, hsic_sensitivity, hsic_squared_sensitivity
+from ._hsic_exact import _hsic_statistics, hsic_memory_bytes
+from ._hsic_time import HSICProgress, check_time, predict_seconds
+from ._hsic_traces import _load_numba, _resolve_backend
+from ._kernelbase import KernelPlan, RouteStatistics, private_bandwidths, split_epsilon
 from ._kernels import (
-    MEDIAN_EPSILON_SHARE,
     kernel_eval_bytes,
     median_memory_bytes,
+    resolve_kernel,
     uses_private_median,
 )
 from ._results import plan_noise
 from ._testbase import check_memory, fitting_routes
 
-__all__ = ["IN_MEMORY_AGGREGATE_MAX", "HSICPlan", "features_plan", "plan_route"]
+__all__ = [
+    "IN_MEMORY_AGGREGATE_MAX",
+    "HSICAggregateRoute",
+    "HSICCyclicRoute",
+    "HSICExactRoute",
+    "HSICKernelRoute",
+    "HSICKernelRoutes",
+    "HSICPlan",
+    "bandwidth_kernels",
+    "plan_route",
+]
 
 # The in-memory cyclic aggregate runs when its plan is at most this (and max_memory);
 # above it (n > about 2600 with 19 x 19 bandwidths) the blocked one (_hsic_blocked),
@@ -116,60 +136,181 @@ def plan_route(params, n, d_x, d_y, grids, aggregate, cyclic):
     return memory, blocked, predicted
 
 
-def features_plan(params, X, y):
-    """The public plan of ``method="features"`` (before the charge)."""
-    # Random features on both sides (see _features): each feature kernel is positive
-    # definite, with the certified diameter D_f of the computed rows (feature_shape:
-    # 2R for "fourier", sqrt(2) R^2 + 2 eta for "squared"), so the sqrt-HSIC
-    # sensitivity 2 (n - 1) D_f^2 / n^2 holds for all B + 1 statistics (the Notes'
-    # argument, for the feature kernels).
-    n = X.shape[0]
-    gamma_x = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
-    gamma_y = check_feature_kernel(params["y_kernel"], params["y_kernel_params"],
-                                   y.shape[1])
-    D, B, kind = params["n_components"], params["n_permutations"], params["feature_map"]
-    n_dims, _, diameter = feature_shape(D, kind)
-    memory = feature_hsic_memory_bytes(n, D, D, B, kind=kind)
-    check_memory(memory, params["max_memory"],
-                 f"DPHSICTest(method='features', n_components={D}, feature_map={kind!r}) "
-                 f"with n = {n} pairs ({n_dims} features per row and side)")
-    median = (uses_private_median(params["kernel"], params["kernel_params"]),
-              uses_private_median(params["y_kernel"], params["y_kernel_params"]))
-    noise_epsilon = params["epsilon"]
-    for used in median:
-        if used:
-            noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-    sensitivity = hsic_sensitivity(n, diameter, diameter)
-    abs_error = feature_hsic_abs_error(n, D, D, kind)
-    if is_dask(X):  # NaN / infinity refused on the workers, before the charge
-        check_finite(X, y)
-    return HSICPlan(
-        kernels=(None, None), median=median, squared=False, sensitivity=sensitivity,
-        abs_error=abs_error, noise_epsilon=noise_epsilon,
-        noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
-        memory_bytes=memory,
-        features=((params["kernel"], gamma_x), (params["y_kernel"], gamma_y), D, kind),
-    )
-
-
-@dataclass(frozen=True)
-class HSICPlan:
+@dataclass(frozen=True, kw_only=True)
+class HSICPlan(KernelPlan):
     """Public plan of one dpHSIC release (parameters, n and the kernels' bounds)."""
 
-    kernels: tuple
-    median: tuple
-    squared: bool
-    sensitivity: float
-    abs_error: float
-    noise_epsilon: float
-    noise: object
-    memory_bytes: int
+    # the resolved kernels (x, y); (None, None) with method="features"
+    kernels: tuple = (None, None)
+    kernel_names: tuple = (None, None)
+    kernel_params: tuple = (None, None)
     cyclic: bool = False
     grids: tuple | None = None
     # diagonals per block of the blocked cyclic aggregate (_hsic_blocked), else None
     blocked: int | None = None
     # predicted running time, seconds (public sizes; progress and max_time)
-    predicted_seconds: float = 0.0
-    # ((kernel, gamma or None), (y_kernel, gamma or None), n_components) with
-    # method="features", else None
+    predicted_seconds: Any = 0.0
+    verbose: Any = None
+    # ((kernel, gamma or None), (y_kernel, gamma or None), n_components, feature map)
+    # with method="features", else None
     features: tuple | None = None
+
+
+class HSICKernelRoute:
+    """dpHSIC on the kernels themselves (``method="exact"``). The routes below share
+    this plan, which picks one of them from parameters and public sizes
+    (:func:`plan_route`) and puts it in ``plan.route``.
+
+    ``warn(params, ignored)`` is the estimator's warning for ignored parameters
+    (:func:`._testbase.warn_ignored`); None: no warning.
+    """
+
+    name = "kernel"
+
+    def __init__(self, warn=None):
+        self.warn = warn if warn is not None else (lambda params, ignored: None)
+
+    def plan(self, params, X, y):
+        n = X.shape[0]
+        kx = resolve_kernel(params["kernel"], params["kernel_params"], params["kernel_bound"],
+                            X)
+        ky = resolve_kernel(params["y_kernel"], params["y_kernel_params"],
+                            params["y_kernel_bound"], y, name="y_kernel")
+        squared = not (kx.positive_definite and ky.positive_definite)
+        if squared:
+            sensitivity = hsic_squared_sensitivity(n, kx.kappa, ky.kappa)
+        else:
+            sensitivity = hsic_sensitivity(n, kx.diameter, ky.diameter)
+        # the bandwidth aggregate (see _bandwidth) on each side without a gamma, when both
+        # kernels are positive definite (the sqrt statistic); a callable on the other side
+        # keeps the single data-independent bandwidth (gamma = 1 / n_features)
+        grids = [[None], [None]]
+        if not squared:
+            for k, (name, data) in enumerate((("kernel", X), ("y_kernel", y))):
+                if uses_aggregate(params[name], params[f"{name}_params"]):
+                    grids[k] = list(bandwidth_grid(params[name], data.shape[1]))
+        aggregate = grids != [[None], [None]]
+        cyclic = params["cyclic"]
+        if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
+            cyclic = aggregate
+        if cyclic:
+            why = "cyclic=True" if params["cyclic"] is True else (
+                "cyclic='auto' with the bandwidth aggregate (no 'gamma' in kernel_params "
+                "or y_kernel_params) means cyclic=True")
+            self.warn(params, [(
+                "n_permutations", f"{why}, which uses all n - 1 = {n - 1} cyclic shifts "
+                "of one random order instead. Set cyclic=False for random permutations, "
+                "or leave n_permutations at its default.")])
+        if not aggregate:
+            self.warn(params, [
+                ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params or "
+                 "y_kernel_params without 'gamma'); one bandwidth pair runs on the BLAS "
+                 "threads in force (leave n_jobs=None).")])
+        memory, blocked, predicted = plan_route(params, n, X.shape[1], y.shape[1], grids,
+                                                aggregate, cyclic)
+        median = (uses_private_median(params["kernel"], params["kernel_params"]),
+                  uses_private_median(params["y_kernel"], params["y_kernel_params"]))
+        noise_epsilon, shares = split_epsilon(params["epsilon"], median)
+        abs_error = hsic_abs_error(n, kx.kappa, ky.kappa, kx.diameter, ky.diameter,
+                                   cyclic=cyclic, squared=squared)
+        if aggregate:
+            constants = hsic_centre_constants(n, (kx.kappa, ky.kappa),
+                                              (kx.nonnegative, ky.nonnegative))
+            sensitivity = aggregate_sensitivity(sensitivity, constants)
+            errors = (trace_abs_error(n, kx.kappa), trace_abs_error(n, ky.kappa))
+            abs_error += centre_abs_error(constants, errors, 2.0 * kx.diameter * ky.diameter)
+        method = "dpHSIC cyclic" if cyclic else "dpHSIC"
+        if aggregate and blocked is not None:
+            from ._route_hsic_blocked import HSICBlockedRoute
+
+            route, method = HSICBlockedRoute(), method + " aggregate blocked"
+        elif aggregate:
+            route, method = HSICAggregateRoute(), method + " aggregate"
+        else:
+            route = HSICCyclicRoute() if cyclic else HSICExactRoute()
+        return HSICPlan(
+            route=route, method=method, statistic="squared" if squared else "sqrt",
+            sensitivity=sensitivity, abs_error=abs_error, noise_epsilon=noise_epsilon,
+            bandwidth_epsilons=shares,
+            noise=plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"]),
+            memory_bytes=memory, n_permutations=params["n_permutations"],
+            n_jobs=params["n_jobs"], kernels=(kx, ky),
+            kernel_names=(params["kernel"], params["y_kernel"]),
+            kernel_params=(params["kernel_params"], params["y_kernel_params"]),
+            cyclic=bool(cyclic),
+            grids=(tuple(grids[0]), tuple(grids[1])) if aggregate else None,
+            blocked=blocked, predicted_seconds=predicted, verbose=params["verbose"])
+
+    def statistics(self, plan, X, y, rng):
+        """The statistics of the route the plan chose (each route overrides this)."""
+        return plan.route.statistics(plan, X, y, rng)
+
+
+def bandwidth_kernels(plan, X, y, rng):
+    """The private median bandwidths (x, then y; floats, None where fixed) and the
+    kernels with them."""
+    sides = list(zip(plan.kernel_names, (X, y), strict=True))
+    gammas = [None if g is None else float(g) for g in private_bandwidths(plan, sides, rng)]
+    kernels = [k if g is None else k.with_gamma(g)
+               for k, g in zip(plan.kernels, gammas, strict=True)]
+    return gammas, kernels
+
+
+HSICKernelRoutes = HSICKernelRoute  # the estimator's name for the shared plan
+
+
+class HSICExactRoute(HSICKernelRoute):
+    """One bandwidth pair, random permutations: the blocked exact path (certified
+    float32 traces, :func:`._hsic_exact._hsic_statistics`)."""
+
+    name = "exact"
+
+    def statistics(self, plan, X, y, rng):
+        gammas, (kx, ky) = bandwidth_kernels(plan, X, y, rng)
+        progress = HSICProgress(plan.verbose, plan.predicted_seconds, 1, "statistics")
+        hints = ["cyclic=True (FFT) is much faster"]
+        if _load_numba() is None:
+            hints.append("pip install 'skdptest[fast]' (numba) speeds this path up")
+        progress.begin(f"dpHSIC: {plan.n_permutations + 1} statistics on n = "
+                       f"{X.shape[0]} pairs; " + ", ".join(hints))
+        stats, bounds, refine = _hsic_statistics(X, y, plan.n_permutations, rng, kx, ky,
+                                                 squared=plan.squared)
+        progress.step()
+        return RouteStatistics(stats, bounds, refine, gammas=tuple(gammas))
+
+
+class HSICCyclicRoute(HSICKernelRoute):
+    """One bandwidth pair, all n cyclic shifts by FFT."""
+
+    name = "cyclic"
+
+    def statistics(self, plan, X, y, rng):
+        gammas, (kx, ky) = bandwidth_kernels(plan, X, y, rng)
+        progress = HSICProgress(plan.verbose, plan.predicted_seconds, 1, "statistics")
+        progress.begin(f"dpHSIC cyclic: {X.shape[0]} shifts by FFT")
+        stats = hsic_cyclic_statistics(X, y, rng, kx, ky, squared=plan.squared)
+        progress.step()
+        return RouteStatistics(stats, gammas=tuple(gammas))
+
+
+class HSICAggregateRoute(HSICKernelRoute):
+    """The bandwidth aggregate in memory (cyclic shifts or random permutations)."""
+
+    name = "aggregate"
+
+    def statistics(self, plan, X, y, rng):
+        gammas, (kx, ky) = bandwidth_kernels(plan, X, y, rng)
+        pairs = len(plan.grids[0]) * len(plan.grids[1])
+        progress = HSICProgress(plan.verbose, plan.predicted_seconds, len(plan.grids[0]),
+                                "x bandwidths")
+        hints = []
+        if not plan.cyclic:
+            hints.append("cyclic=True (FFT) is much faster")
+        if plan.n_jobs in (None, 1):
+            hints.append("n_jobs=-1 uses all cores")
+        progress.begin(f"dpHSIC aggregate: {pairs} bandwidth pairs on n = {X.shape[0]} "
+                       "pairs" + ("; " + ", ".join(hints) if hints else ""))
+        stats = hsic_aggregate_statistics(
+            X, y, plan.n_permutations, rng, kx, ky, *plan.grids, cyclic=plan.cyclic,
+            n_jobs=plan.n_jobs, progress=progress)
+        return RouteStatistics(stats, gammas=tuple(gammas))

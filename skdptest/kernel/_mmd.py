@@ -1,73 +1,29 @@
 """DPMMDTest: the differentially private permutation MMD test (dpMMD).
 
-The estimator, its public plan and its release. The computation routes live in their
-own modules: exact statistics (:mod:`._route_exact`), relabellings (:mod:`._relabel`),
-the bandwidth aggregate (:mod:`._route_aggregate`), random features (:mod:`._features`,
-dask: :mod:`._distributed`); the family's shared policy in :mod:`._testbase`. The names
-below stay importable from here.
+The estimator: its parameters, its input checks (labels, groups) and the choice of a
+route from parameters and public sizes. The shared release (ε split, noise, p-value,
+result) is :class:`._kernelbase.KernelTestBase`'s; each route is an object with
+``plan`` and ``statistics`` in its own module: one kernel (:mod:`._route_mmd_exact`,
+computing with :mod:`._route_exact` and :mod:`._relabel`), the bandwidth aggregate
+(:mod:`._route_mmd_aggregate`), random features (:mod:`._route_features`; dask input:
+:mod:`._route_dask`). The names below stay importable from here.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from numbers import Integral, Real
-from typing import Any
-
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
-from .._base import BasePrivateTest
-from .._budget import PrivacyBudget
-from .._params import (
-    InstanceOf,
-    Interval,
-    InvalidParameterError,
-    NoneValue,
-    Options,
-    RandomState,
-)
-from ._bandwidth import (
-    Progress,
-    aggregate_sensitivity,
-    bandwidth_grid,
-    centre_abs_error,
-    mmd_centre,
-    mmd_centre_constants,
-    trace_abs_error,
-    uses_aggregate,
-)
+from ._bandwidth import mmd_centre, uses_aggregate
 from ._distributed import (
-    dask_feature_mmd_statistics,
     dask_labels,
-    dask_mmd_memory_bytes,
     is_dask,
     refuse_dask,
     stack_dask_samples,
     validate_dask_input,
 )
-from ._features import (
-    MAX_COMPONENTS,
-    check_feature_kernel,
-    draw_frequencies,
-    feature_mmd_abs_error,
-    feature_mmd_memory_bytes,
-    feature_mmd_statistics,
-    feature_shape,
-    make_features,
-    max_exact_rows,
-    spectral_gamma,
-)
-from ._kernels import (
-    KERNEL_CONSTRAINT,
-    KERNEL_PARAMS_CONSTRAINT,
-    MEDIAN_EPSILON_SHARE,
-    check_kernel_spec,
-    kernel_eval_bytes,
-    private_median_gamma,
-    resolve_kernel,
-    uses_private_median,
-)
+from ._kernelbase import BOUND_CONSTRAINT, COMMON_CONSTRAINTS, KernelTestBase
+from ._kernels import KERNEL_CONSTRAINT, KERNEL_PARAMS_CONSTRAINT
 from ._relabel import (
     KEY16_MAX_ROWS,
     _in_row_blocks,
@@ -78,13 +34,12 @@ from ._relabel import (
     _two_group_rows,
     draw_assignments,
 )
-from ._results import make_permutation_result, noise_plan, plan_noise
 from ._route_aggregate import (
     aggregate_holds_distances,
     mmd_aggregate_memory_bytes,
     mmd_aggregate_statistics,
-    mmd_work,
 )
+from ._route_dask import MMDDaskFeaturesRoute
 from ._route_exact import (
     column_quadratic_forms,
     mmd_abs_error,
@@ -94,15 +49,14 @@ from ._route_exact import (
     mmd_squared_sensitivity,
     triangular_quadratic_forms,
 )
+from ._route_features import MMDFeaturesRoute
+from ._route_mmd_aggregate import MMDAggregateRoute
+from ._route_mmd_exact import MMDExactRoute, MMDPlan
 from ._testbase import (
     DEFAULT_MAX_MEMORY,
-    MAX_PERMUTATIONS,
     check_memory,
     fitting_routes,
-    plan_time,
-    predicted_note,
     warn_ignored,
-    with_median_and_data,
 )
 
 __all__ = [
@@ -114,12 +68,12 @@ __all__ = [
     "mmd_squared_sensitivity",
 ]
 
-# Re-exported for the kernel tests and benchmarks (and, for a moment, _hsic: the
-# family policy now lives in _testbase).
+# Re-exported for the kernel tests and benchmarks.
 _REEXPORTED = (KEY16_MAX_ROWS, _in_row_blocks, _MaskRows, _relabelled_codes, _tie_generator,
                _two_group_masks, _two_group_rows, draw_assignments, aggregate_holds_distances,
-               mmd_aggregate_memory_bytes, column_quadratic_forms, triangular_quadratic_forms,
-               mmd_centre, DEFAULT_MAX_MEMORY, check_memory, fitting_routes, warn_ignored)
+               mmd_aggregate_memory_bytes, mmd_aggregate_statistics, column_quadratic_forms,
+               triangular_quadratic_forms, mmd_centre, DEFAULT_MAX_MEMORY, check_memory,
+               fitting_routes, warn_ignored)
 
 
 _STACK_HINT = (
@@ -129,36 +83,14 @@ _STACK_HINT = (
 )
 
 
-@dataclass(frozen=True)
-class _MMDPlan:
-    """Public plan of one dpMMD release (a function of the labels' counts, the
-    shape of X and the parameters; never of private values)."""
-
-    classes: Any
-    codes: Any
-    sizes: Any
-    kernel: Any
-    median: bool
-    squared: bool
-    sensitivity: float
-    abs_error: float
-    noise_epsilon: float
-    noise: Any
-    memory_bytes: int
-    method: str
-    gammas: Any = None
-    # (kernel name, gamma or None, n_components, feature map) with method="features"
-    features: Any = None
-    # progress on stderr, and the predicted seconds shown with it (None: not predicted)
-    progress: bool = False
-    predicted_seconds: Any = None
+_MMDPlan = MMDPlan  # the plan of every dpMMD route (_route_mmd_exact)
 
 
 def _two_sample_error(message):
     return ValueError(f"{message} {_STACK_HINT}")
 
 
-class DPMMDTest(BasePrivateTest):
+class DPMMDTest(KernelTestBase):
     r"""Differentially private permutation MMD two-sample (and k-sample) test.
 
     Tests H0: all groups of rows of ``X`` (given by the labels ``y``) come
@@ -423,25 +355,11 @@ class DPMMDTest(BasePrivateTest):
     2000
     """
 
-    _requires_y = True
-
     _parameter_constraints = {
         "kernel": KERNEL_CONSTRAINT,
         "kernel_params": KERNEL_PARAMS_CONSTRAINT,
-        "kernel_bound": [NoneValue(), Interval(Real, 0, None, closed="neither")],
-        "epsilon": [Interval(Real, 0, None, closed="neither")],
-        "delta": [Interval(Real, 0, 1, closed="left")],
-        "alpha": [Interval(Real, 0, 1, closed="neither")],
-        "n_permutations": [Interval(Integral, 1, MAX_PERMUTATIONS)],
-        "max_memory": [Interval(Integral, 1, None)],
-        "n_jobs": [NoneValue(), Interval(Integral, None, None)],
-        "verbose": [NoneValue(), Interval(Integral, 0, 1)],
-        "max_time": [NoneValue(), Interval(Real, 0, None, closed="neither")],
-        "method": [Options("exact", "features")],
-        "n_components": [Interval(Integral, 1, MAX_COMPONENTS)],
-        "feature_map": [Options("fourier", "squared")],
-        "budget": [NoneValue(), InstanceOf(PrivacyBudget)],
-        "random_state": [RandomState()],
+        "kernel_bound": BOUND_CONSTRAINT,
+        **COMMON_CONSTRAINTS,
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
@@ -464,13 +382,6 @@ class DPMMDTest(BasePrivateTest):
         self.feature_map = feature_map
         self.budget = budget
         self.random_state = random_state
-
-    def _check_params(self, params):
-        check_kernel_spec(params["kernel"], params["kernel_params"], params["kernel_bound"])
-        if params["n_jobs"] == 0:
-            raise InvalidParameterError("n_jobs must be None, a positive int or a negative "
-                                        "int (joblib's convention), got 0.")
-        return params
 
     def _validate_input(self, X, y, reset):
         if y is not None and np.ndim(y) == 2 and np.shape(y)[1] > 1:
@@ -523,6 +434,7 @@ class DPMMDTest(BasePrivateTest):
                 f"DPMMDTest needs at least 2 rows in every group of y; the smallest of "
                 f"the {classes.size} groups has {int(sizes.min())} row."
             )
+        groups = (classes, codes, sizes)
         if params["method"] == "features":
             warn_ignored(self, params, [
                 ("kernel_bound", "method='features' uses the feature kernel, bounded by 1 "
@@ -530,7 +442,8 @@ class DPMMDTest(BasePrivateTest):
                 ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
                  "n_jobs=None)."),
             ])
-            return self._features_plan(params, X, classes, codes, sizes)
+            route = MMDDaskFeaturesRoute() if is_dask(X) else MMDFeaturesRoute()
+            return route.plan(params, X, groups)
         warn_ignored(self, params, [
             (name, "it applies to method='features' only (leave it at its default or set "
              "method='features').") for name in ("n_components", "feature_map")])
@@ -539,183 +452,12 @@ class DPMMDTest(BasePrivateTest):
                 ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params "
                  "without 'gamma'); one bandwidth runs on the BLAS threads in force (leave "
                  "n_jobs=None).")])
-        kernel = resolve_kernel(params["kernel"], params["kernel_params"],
-                                params["kernel_bound"], X)
-        squared = not kernel.positive_definite
-        if squared:
-            sensitivity = mmd_squared_sensitivity(sizes, kernel.kappa)
-        else:
-            sensitivity = mmd_sensitivity(sizes, kernel.diameter)
-        n, n_groups = int(codes.size), int(sizes.size)
-        if uses_aggregate(params["kernel"], params["kernel_params"]):
-            memory = mmd_aggregate_memory_bytes(n, n_groups, params["n_permutations"],
-                                                params["n_jobs"])
-        else:
-            memory = mmd_memory_bytes(n, n_groups, params["n_permutations"],
-                                      eval_bytes=kernel_eval_bytes(params["kernel"]))
-        memory = with_median_and_data(memory, params, n, X.shape[1])
-        hint = ""
-        if memory > params["max_memory"]:  # the routes that fit (public sizes only)
-            hint = fitting_routes([(
-                "method='features' (random Fourier features, linear in N)",
-                feature_mmd_memory_bytes(n, X.shape[1], 64, n_groups,
-                                         params["n_permutations"])
-                + 16 * n * (X.shape[1] + 1))], params["max_memory"])
-        check_memory(memory, params["max_memory"],
-                     f"DPMMDTest with N = {n} rows, {n_groups} groups and "
-                     f"n_permutations = {params['n_permutations']}", hint)
-        median = uses_private_median(params["kernel"], params["kernel_params"])
-        noise_epsilon = params["epsilon"]
-        if median:  # the bandwidth's share (an exponential mechanism) comes first
-            noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-        abs_error = mmd_abs_error(sizes, kernel.kappa, kernel.diameter, squared=squared)
-        method = "dpMMD" if n_groups == 2 else "dpMMD k-sample"
-        gammas = None
-        if uses_aggregate(params["kernel"], params["kernel_params"]):
-            # max over a public grid of centred statistics (see _bandwidth): the
-            # sensitivity grows by the centring's share only, the error by its rounding
-            gammas = bandwidth_grid(params["kernel"], X.shape[1])
-            constants = mmd_centre_constants(sizes, kernel.kappa, kernel.nonnegative)
-            sensitivity = aggregate_sensitivity(sensitivity, constants)
-            abs_error += centre_abs_error(constants, trace_abs_error(n, kernel.kappa),
-                                          2.0 * kernel.diameter)
-            method += " aggregate"
-        noise = plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"])
-        work = mmd_work(n, X.shape[1], n_groups, params["n_permutations"],
-                        n_bandwidths=None if gammas is None else len(gammas), median=median)
-        progress, predicted = plan_time(
-            work, params, f"DPMMDTest ({method}) with N = {n} rows, {n_groups} groups and "
-            f"n_permutations = {params['n_permutations']}")
-        return _MMDPlan(
-            classes=classes, codes=codes, sizes=sizes, kernel=kernel, median=median,
-            squared=squared, sensitivity=sensitivity, abs_error=abs_error,
-            noise_epsilon=noise_epsilon, noise=noise,
-            memory_bytes=memory, method=method, gammas=gammas,
-            progress=progress, predicted_seconds=predicted,
-        )
-
-    def _features_plan(self, params, X, classes, codes, sizes):
-        # Random features (see _features): the feature kernel is positive definite, so
-        # the sqrt-MMD sensitivity holds with the certified diameter of the computed rows
-        # (feature_shape: 2R for "fourier", sqrt(2) R^2 + 2 eta for "squared").
-        gamma = check_feature_kernel(params["kernel"], params["kernel_params"], X.shape[1])
-        n, n_groups = int(codes.size), int(sizes.size)
-        kind, D = params["feature_map"], params["n_components"]
-        max_rows = max_exact_rows(kind)
-        if n > max_rows:
-            raise InvalidParameterError(
-                f"method='features' with feature_map={kind!r} accepts at most {max_rows} "
-                f"rows (exact integer sums); got N = {n}.")
-        n_dims, _, diameter = feature_shape(D, kind)
-        if is_dask(X):  # the client's share: masks, packed slices, returned sums
-            memory = dask_mmd_memory_bytes(n, len(X.chunks[0]), n_dims, n_groups,
-                                           params["n_permutations"])
-        else:
-            memory = with_median_and_data(
-                feature_mmd_memory_bytes(n, X.shape[1], D, n_groups,
-                                         params["n_permutations"], kind=kind),
-                params, n, X.shape[1])
-        check_memory(memory, params["max_memory"],
-                     f"DPMMDTest(method='features', n_components={D}, feature_map={kind!r}) "
-                     f"with N = {n} rows ({n_dims} features per row)")
-        median = uses_private_median(params["kernel"], params["kernel_params"])
-        noise_epsilon = params["epsilon"]
-        if median:
-            noise_epsilon -= MEDIAN_EPSILON_SHARE * params["epsilon"]
-        sensitivity = mmd_sensitivity(sizes, diameter)
-        abs_error = feature_mmd_abs_error(D, n_groups, kind)
-        noise = plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"])
-        progress, predicted = plan_time(
-            mmd_work(n, X.shape[1], n_groups, params["n_permutations"], feature_dims=n_dims,
-                     median=median), params,
-            f"DPMMDTest(method='features', n_components={D}) with N = {n} rows and "
-            f"n_permutations = {params['n_permutations']}")
-        return _MMDPlan(
-            classes=classes, codes=codes, sizes=sizes, kernel=None, median=median,
-            squared=False, sensitivity=sensitivity, abs_error=abs_error,
-            noise_epsilon=noise_epsilon, noise=noise,
-            memory_bytes=memory, progress=progress, predicted_seconds=predicted,
-            method=("dpMMD" if n_groups == 2 else "dpMMD k-sample")
-            + (" features" if kind == "fourier" else " squared features"),
-            features=(params["kernel"], gamma, D, kind),
-        )
-
-    def _features_release(self, prep, rng):
-        # order of the draws: private bandwidth (if asked), frequencies, relabellings,
-        # noise; the frequencies never see the data
-        params, plan, X = prep.params, prep.plan, prep.X
-        name, gamma, D, kind = plan.features
-        progress = Progress(plan.progress, 1, "statistics")
-        progress.message(f"dpMMD features: {params['n_permutations'] + 1} statistics on "
-                         f"N = {X.shape[0]} rows" + predicted_note(plan))
-        released = None
-        if plan.median:
-            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-            gamma = released = float(private_median_gamma(X, name, eps_bw, rng))
-        omega = draw_frequencies(name, spectral_gamma(gamma, kind), X.shape[1], D, rng)
-        if is_dask(X):  # feature rows on the workers; only exact sums come back
-            stats = dask_feature_mmd_statistics(X, plan.codes, omega,
-                                                params["n_permutations"], rng, kind=kind)
-        else:
-            stats = feature_mmd_statistics(make_features(X, omega, kind), plan.codes,
-                                           params["n_permutations"], rng, kind=kind)
-        return make_permutation_result(
-            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
-            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=plan.noise_epsilon, method=plan.method, statistic="sqrt",
-            gamma=released,
-        )
-
-    def _release(self, prep, rng):
-        params, plan, X = prep.params, prep.plan, prep.X
-        if plan.features is not None:
-            return self._features_release(prep, rng)
-        kernel, gamma = plan.kernel, None
-        if plan.median:
-            # labels are not used: the bandwidth is invariant under relabelling
-            eps_bw = MEDIAN_EPSILON_SHARE * params["epsilon"]
-            gamma = private_median_gamma(X, params["kernel"], eps_bw, rng)
-            kernel = kernel.with_gamma(gamma)
-        if plan.gammas is not None:
-            progress = Progress(plan.progress, len(plan.gammas), "bandwidths")
-            progress.message(
-                f"dpMMD aggregate: {len(plan.gammas)} bandwidths x "
-                f"{params['n_permutations'] + 1} statistics on N = {X.shape[0]} rows"
-                + predicted_note(plan)
-                + ("" if params["n_jobs"] not in (None, 1) else
-                   "; n_jobs=-1 computes the bandwidths on all cores"))
-            stats = mmd_aggregate_statistics(X, plan.codes, params["n_permutations"], rng,
-                                             kernel, plan.gammas, n_jobs=params["n_jobs"],
-                                             progress=progress, kernel_name=params["kernel"])
-        else:
-            progress = Progress(plan.progress, 1, "statistics")
-            progress.message(
-                f"dpMMD: {params['n_permutations'] + 1} statistics on N = {X.shape[0]} rows"
-                + predicted_note(plan)
-                + ("; method='features' is linear-time for large N" if X.shape[0] > 20_000
-                   else ""))
-            stats = mmd_permutation_statistics(X, plan.codes, params["n_permutations"], rng,
-                                               kernel, squared=plan.squared)
-            progress.step()
-        return make_permutation_result(
-            stats, plan.sensitivity, plan.abs_error, epsilon=params["epsilon"],
-            delta=params["delta"], alpha=params["alpha"], n_samples=X.shape[0], rng=rng,
-            noise_epsilon=plan.noise_epsilon, method=plan.method,
-            statistic="squared" if plan.squared else "sqrt",
-            gamma=None if gamma is None else float(gamma),
-        )
+            return MMDExactRoute().plan(params, X, groups)
+        return MMDAggregateRoute().plan(params, X, groups)
 
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes, "gamma_": result.gamma,
                 "gamma_grid_": prep.plan.gammas}
-
-    def _noise_plan(self, prep):
-        """What a fit noises (the grey-box audit hook, doc/contributing.md)."""
-        shares = [MEDIAN_EPSILON_SHARE * prep.params["epsilon"]] if prep.plan.median else []
-        return noise_plan(prep.plan, prep.params["delta"], shares)
-
-    def _score_value(self, result):
-        return -math.log(result.pvalue)
 
     def test_samples(self, X1, X2, *more):
         """Test whether two (or more) samples come from the same distribution.

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import _permutation
 from .._params import InvalidParameterError
-from .._permutation import DiscreteNoise, dp_permutation_pvalue, permutation_noise, privacy_xi
+from .._permutation import DiscreteNoise, dp_permutation_pvalue, privacy_xi
 from .._recorder import NoisedQuantity, NoisePlan
 from .._results import PValueAliasMixin, TestResult
 
@@ -113,8 +114,9 @@ def plan_noise(sensitivity, abs_error, noise_epsilon, delta):
         If the permutation share of ε is too small for the exact sampler (the
         release would otherwise fail after the budget is charged).
     """
-    try:
-        return permutation_noise(sensitivity, noise_epsilon, delta, abs_error=abs_error)
+    try:  # through the module: the release reads this noise, never recomputes it
+        return _permutation.permutation_noise(sensitivity, noise_epsilon, delta,
+                                              abs_error=abs_error)
     except ValueError as exc:
         raise InvalidParameterError(
             f"epsilon is too small for the exact discrete Laplace sampler of the "
@@ -139,14 +141,16 @@ def noise_plan(plan, delta, bandwidth_epsilons=()):
 
 def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delta, alpha,
                             n_samples, rng, method, statistic, noise_epsilon,
-                            bounds=None, refine=None, gamma=None, y_gamma=None):
+                            bounds=None, refine=None, gamma=None, y_gamma=None,
+                            noise=None):
     """Privatise the B + 1 statistics and pack a :class:`PermutationTestResult`.
 
     ``epsilon`` is what the whole fit spent; ``noise_epsilon`` the part of it
     given to the permutation release. ``abs_error`` is a certified bound on the
     floating-point error of each computed statistic, passed to the core
     :func:`~skdptest._permutation.dp_permutation_pvalue` (noise calibrated to
-    ``sensitivity + 2 abs_error``). Only the p-value and the public noise
+    ``sensitivity + 2 abs_error``); ``noise``, the plan's :func:`plan_noise` of the same
+    quantities, is used as it is (not derived again). Only the p-value and the public noise
     description come back: the noisy observed statistic is never formed
     outside the core and never released.
 
@@ -164,7 +168,8 @@ def make_permutation_result(statistics, sensitivity, abs_error, *, epsilon, delt
             "on this data); no p-value is released. Check the kernel's parameters."
         )
     pvalue, noise = dp_permutation_pvalue(statistics, sensitivity, noise_epsilon, delta, rng,
-                                          bounds=bounds, refine=refine, abs_error=abs_error)
+                                          bounds=bounds, refine=refine, abs_error=abs_error,
+                                          noise=noise)
     return PermutationTestResult(
         pvalue=float(pvalue),
         reject=bool(pvalue <= alpha),

@@ -16,6 +16,7 @@ import skdptest.kernel._hsic as hsic_mod
 import skdptest.kernel._hsic_aggregate as agg_mod
 import skdptest.kernel._hsic_exact as exact_mod
 import skdptest.kernel._hsic_traces as traces_mod
+import skdptest.kernel._kernelbase as base_mod
 from skdptest import DPHSICTest, PrivacyBudget
 from skdptest._permutation import permutation_noise
 from skdptest._validation import check_generator
@@ -462,7 +463,7 @@ def _fit(monkeypatch, X, y, seed, B, precision, **params):
     monkeypatch.setenv("SKDPTEST_HSIC_BACKEND", "numba")
     monkeypatch.setenv("SKDPTEST_HSIC_PRECISION", precision)
     seen = {"certified": False, "refined": []}
-    make_result = hsic_mod.make_permutation_result
+    make_result = base_mod.make_permutation_result
 
     def spy(*args, bounds=None, refine=None, **kwargs):
         if refine is not None:
@@ -475,9 +476,9 @@ def _fit(monkeypatch, X, y, seed, B, precision, **params):
 
         return make_result(*args, bounds=bounds, refine=refine, **kwargs)
 
-    monkeypatch.setattr(hsic_mod, "make_permutation_result", spy)
+    monkeypatch.setattr(base_mod, "make_permutation_result", spy)
     res = _fixed(DPHSICTest, n_permutations=B, random_state=seed, **params).test(X, y)
-    monkeypatch.setattr(hsic_mod, "make_permutation_result", make_result)
+    monkeypatch.setattr(base_mod, "make_permutation_result", make_result)
     return res, seen
 
 

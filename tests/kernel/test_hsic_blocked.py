@@ -13,6 +13,7 @@ import pytest
 import skdptest.kernel._hsic as hsic_mod
 import skdptest.kernel._hsic_exact as exact_mod
 import skdptest.kernel._hsic_traces as traces_mod
+import skdptest.kernel._kernelbase as base_mod
 from skdptest import DPHSICTest, PrivacyBudget
 from skdptest.kernel._kernels import resolve_kernel
 
@@ -172,7 +173,7 @@ def _release(monkeypatch, X, y, seed, B, block_rows, backend, safety=None, **par
     if safety is not None:
         monkeypatch.setattr(exact_mod, "_F32_BOUND_SAFETY", safety)
     refined = []
-    make_result = hsic_mod.make_permutation_result
+    make_result = base_mod.make_permutation_result
 
     def spy(*args, bounds=None, refine=None, **kwargs):
         def counted(idx):
@@ -181,10 +182,10 @@ def _release(monkeypatch, X, y, seed, B, block_rows, backend, safety=None, **par
 
         return make_result(*args, bounds=bounds, refine=counted, **kwargs)
 
-    monkeypatch.setattr(hsic_mod, "make_permutation_result", spy)
+    monkeypatch.setattr(base_mod, "make_permutation_result", spy)
     res = _fixed(DPHSICTest, cyclic=False, n_permutations=B, random_state=seed,
                  **params).test(X, y)
-    monkeypatch.setattr(hsic_mod, "make_permutation_result", make_result)
+    monkeypatch.setattr(base_mod, "make_permutation_result", make_result)
     return res, refined
 
 
