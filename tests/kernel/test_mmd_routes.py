@@ -176,7 +176,7 @@ def test_predicted_time_is_within_two_of_the_actual(n, params):
     import time
 
     from skdptest.kernel import _timing
-    from skdptest.kernel._mmd import mmd_work
+    from skdptest.kernel._route_aggregate import mmd_work
 
     X, y = _two_groups(n)
     est = DPMMDTest(kernel_params=params or None, verbose=1, random_state=0)
