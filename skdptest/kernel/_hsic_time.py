@@ -33,7 +33,7 @@ AUTO_PROGRESS_SECONDS = 10.0
 # Reference per-operation costs in seconds (measured on the project's 2-core machine);
 # replaced by this machine's measured costs when they predict more than _CALIBRATE_ABOVE.
 _REFERENCE = {"exp": 1.5e-8, "fft": 1.0e-9, "mac": 1.0e-9, "einsum": 4.0e-9,
-              "gather": 3.0e-9}
+              "gather": 3.0e-9, "diag": 4.0e-8}
 _CALIBRATE_ABOVE = 0.5
 _measured = None
 
@@ -79,8 +79,12 @@ def _calibrate():
         p = np.arange(1024)[::-1].copy()
         gather = _best_time(lambda: np.einsum("ij,ij->", L[:64], L.take(p[:64], axis=0)
                                               .take(p, axis=1))) / (64 * 1024)
+        # the cyclic diagonals of a matrix out of cache, 256 at a time as _diagonal_spectra
+        # gathers them (the 64-row gather above stays in cache: about 10x less per entry)
+        idx = (p[::-1][None, :] + np.arange(256)[:, None]) % 1024
+        diag = _best_time(lambda: L[p[::-1][None, :], idx]) / idx.size
         _measured = {"exp": exp, "fft": fft, "mac": mac, "einsum": einsum,
-                     "gather": gather}
+                     "gather": gather, "diag": diag}
     return _measured
 
 
@@ -101,14 +105,15 @@ def _counts(route, n, d_x, d_y, n_x, n_y, n_permutations, backend_numba=False):
         # Gram matrix with its multiply, trace and sum (1.3), the x centring and
         # conjugated spectra (1.3 per x entry); the diagonals' transforms read through a
         # doubled copy up to _DOUBLED_MAX rows (strided: 3.5 contiguous transforms, the
-        # copy 1.5 gathers per entry), gathered by blocks above (7.5 gathers per entry,
-        # 1.6 transforms); the spectra products one einsum per x bandwidth over every y
-        # spectrum (1.1 calibrated elements per complex multiply-add).
+        # copy 1.5 gathers per entry), gathered by blocks above (1.3 calibrated diagonal
+        # gathers per entry, 1.6 transforms); the spectra products one einsum per x
+        # bandwidth over every y spectrum (1.1 calibrated elements per multiply-add).
         doubled = n <= _DOUBLED_MAX
         return {"exp": (1.3 * (n_x + n_y) + (1.3 if doubled else 2.1) * n_x
                         + 0.5 * dims) * n2,
                 "fft": (3.5 if doubled else 1.6) * (n_x + n_y) * fft,
-                "gather": (1.5 if doubled else 7.5) * (n_x + n_y) * n2,
+                "gather": (1.5 if doubled else 0.0) * (n_x + n_y) * n2,
+                "diag": (0.0 if doubled else 1.3) * (n_x + n_y) * n2,
                 "einsum": 1.1 * n_x * n_y * n2 / 2}
     if route == "aggregate":  # random permutations, every pair in float64
         return {"exp": (n_x + 2 * n_y) * n2, "gather": n_x * n_y * n2 * (B + 1)}

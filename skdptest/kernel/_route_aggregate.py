@@ -51,8 +51,8 @@ def mmd_work(n, n_features, n_groups, n_permutations, *, n_bandwidths=None,
     the triangular forms (the symmetric blocking ``(1 + 1/n_blocks)`` times that, the
     sparse many-groups products twice), ``exp`` counts Gram entries evaluated (a
     distance entry costs ``1 + n_features / 8`` of them), ``mask`` the relabelling
-    entries drawn (shuffles of three or more groups four times); ``n`` (kernel routes)
-    sizes the calibration of :func:`._timing.machine_rates`. ``n_bandwidths``: the
+    entries drawn (shuffles of three or more groups four times); ``n`` sizes the
+    calibration of :func:`._timing.machine_rates`. ``n_bandwidths``: the
     aggregate; ``feature_dims``: ``method="features"`` with that many feature columns.
     The counts were checked against the default aggregate's calls (N = 500 to 4000).
     """
@@ -61,11 +61,17 @@ def mmd_work(n, n_features, n_groups, n_permutations, *, n_bandwidths=None,
     mask = float(n) * n_stats * (4 if ksample else 1)
     dist = float(n) * n * (1 + n_features / 8.0)
     work = {"mask": mask, "exp": dist * 2 if median else 0.0, "tri": 0.0}
-    if feature_dims is not None:  # O(N D B): the feature sums of every relabelling
-        work["tri"] += 2.0 * n * feature_dims * n_stats
+    work["n"] = float(n)  # the calibration's size (the products' rows)
+    if feature_dims is not None:
+        # O(N D B): the feature sums of every relabelling, float32 products of the
+        # selections (half the time of the float64 units, 2 flops per multiply-add),
+        # two-group selections drawn and counted as packed bits (a quarter of the
+        # mask units; CPU predicted 0.95-1.25x of the fit at N = 2e4 and 1e5)
+        work["tri"] += 1.0 * n * feature_dims * n_stats
         work["exp"] += 4.0 * n * feature_dims
+        if not ksample:
+            work["mask"] = mask / 4
         return work
-    work["n"] = float(n)  # the kernel routes' product is N x N
     cols = n_groups * n_stats + 1 if ksample else n_stats
     per_chunk = max(1, int(_exact.MAX_COLUMN_BYTES // (8 * n * (n_groups if ksample else 1))))
     n_chunks = -(-n_stats // per_chunk)
