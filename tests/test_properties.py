@@ -29,7 +29,9 @@ The bugs this file found have been fixed (no xfail markers remain).
 import contextlib
 import dataclasses
 import math
+import os
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -62,10 +64,16 @@ N_ROWS = 30
 #: deadline (the first fit of an e-value test plans its release, about a second).
 #: No shrinking: it would only spend the time budget of the default suite (the
 #: falsifying example is still shown).
-FAST = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                phases=[Phase.explicit, Phase.reuse, Phase.generate],
+#: Examples per property: half in the default suite; ``SKDPTEST_HYPOTHESIS=ci`` restores
+#: the full counts, with which CI's slow job reruns this file
+#: (test_properties_with_the_full_example_counts).
+FULL = os.environ.get("SKDPTEST_HYPOTHESIS") == "ci"
+FAST = settings(max_examples=12 if FULL else 6, deadline=None, derandomize=True,
+                database=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
                 suppress_health_check=[HealthCheck.too_slow])
-FEW = settings(FAST, max_examples=4)
+FEW = settings(FAST, max_examples=4 if FULL else 2)
+#: The stream properties draw from a handful of chunk kinds (and are cheap): always 4.
+FOUR = settings(FAST, max_examples=4)
 SLOW = settings(FAST, max_examples=60)
 
 
@@ -378,7 +386,7 @@ def test_partial_fit_bad_chunk_changes_nothing():
     """A refused ``partial_fit`` chunk (other width, NaN, sparse, ...) is not charged,
     rebinds nothing, and the stream continues exactly as if it had never been sent."""
 
-    @FEW
+    @FOUR
     @given(kind=st.sampled_from(sorted(BAD_CHUNKS)), k=st.integers(1, 8),
            first=st.integers(1, 12))
     def prop(kind, k, first):
@@ -406,7 +414,7 @@ def test_partial_fit_one_d_chunk_is_a_column():
     """With univariate laws a 1-D chunk (first or later) is read as one column: the
     stream releases exactly what the same rows as an (n, 1) chunk release."""
 
-    @FEW
+    @FOUR
     @given(k=st.integers(1, 8), first=st.integers(1, 12))
     def prop(k, first):
         X = _normal(N_ROWS, 1, 3)
@@ -426,7 +434,7 @@ def test_partial_fit_one_d_chunk_is_a_column():
 def test_partial_fit_first_chunk_refused_leaves_fresh_state():
     """A refused first chunk starts no stream: nothing charged, no ``_stream``."""
 
-    @FEW
+    @FOUR
     @given(kind=st.sampled_from(sorted(set(BAD_CHUNKS) - {"wider"})))
     def prop(kind):
         build, match = BAD_CHUNKS[kind]
@@ -651,6 +659,19 @@ def test_data_values_many(name):
             assert outcome == "refused"
 
     prop()
+
+
+@pytest.mark.slow
+def test_properties_with_the_full_example_counts():
+    """This file's default tests with the full example counts (twice the default suite's)."""
+    env = {**os.environ, "SKDPTEST_HYPOTHESIS": "ci"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+         __file__],
+        cwd=os.path.dirname(os.path.dirname(__file__)), env=env, capture_output=True,
+        text=True, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-2000:]
 
 
 # -- the checks can fail -------------------------------------------------------------------
