@@ -13,7 +13,7 @@ import numpy as np
 
 from .._base import check_numeric, validate_input
 from .._params import Boolean, InvalidParameterError, Options
-from ._distributed import is_dask, refuse_dask, validate_dask_input
+from ._distributed import is_dask, validate_dask_input
 from ._hsic_aggregate import hsic_aggregate_statistics, hsic_cyclic_statistics
 from ._hsic_bounds import hsic_abs_error, hsic_sensitivity, hsic_squared_sensitivity
 from ._hsic_exact import hsic_memory_bytes, hsic_permutation_statistics
@@ -27,7 +27,7 @@ from ._kernelbase import BOUND_CONSTRAINT, COMMON_CONSTRAINTS, KernelTestBase
 from ._kernels import KERNEL_CONSTRAINT, KERNEL_PARAMS_CONSTRAINT
 from ._route_dask import HSICDaskFeaturesRoute
 from ._route_features import HSICFeaturesRoute
-from ._testbase import DEFAULT_MAX_MEMORY, warn_ignored
+from ._testbase import DEFAULT_MAX_MEMORY
 
 __all__ = [
     "DPHSICTest",
@@ -364,22 +364,12 @@ class DPHSICTest(KernelTestBase):
         if n < 2:
             raise ValueError(f"DPHSICTest needs at least 2 samples; got {n} sample.")
         if is_dask(X):
-            refuse_dask("DPHSICTest", params["method"],
-                        (("kernel_params", params["kernel_params"]),
-                         ("y_kernel_params", params["y_kernel_params"])))
+            self._refuse_dask(params)
+        self._warn_method_ignores(params)
         if params["method"] == "features":
-            warn_ignored(self, params, [
-                (name, "method='features' uses the feature kernel, bounded by 1 (leave "
-                 f"{name}=None).") for name in ("kernel_bound", "y_kernel_bound")] + [
-                ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
-                 "n_jobs=None).")])
             route = HSICDaskFeaturesRoute() if is_dask(X) else HSICFeaturesRoute()
             return route.plan(params, X, y)
-        warn_ignored(self, params, [
-            (name, "it applies to method='features' only (leave it at its default or set "
-             "method='features').") for name in ("n_components", "feature_map")])
-        return HSICKernelRoutes(lambda p, ignored: warn_ignored(self, p, ignored)).plan(
-            params, X, y)
+        return HSICKernelRoutes(self._warn_ignored).plan(params, X, y)
 
     def _fitted_attributes(self, prep, result):
         grids = prep.plan.grids

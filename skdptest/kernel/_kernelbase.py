@@ -24,10 +24,11 @@ from typing import Any
 from .._base import BasePrivateTest
 from .._budget import PrivacyBudget
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options, RandomState
+from ._distributed import refuse_dask
 from ._features import MAX_COMPONENTS
 from ._kernels import MEDIAN_EPSILON_SHARE, check_kernel_spec, private_median_gamma
 from ._results import make_permutation_result, noise_plan
-from ._testbase import MAX_PERMUTATIONS
+from ._testbase import MAX_PERMUTATIONS, warn_ignored
 
 __all__ = [
     "BOUND_CONSTRAINT",
@@ -159,6 +160,30 @@ class KernelTestBase(BasePrivateTest):
             raise InvalidParameterError("n_jobs must be None, a positive int or a negative "
                                         "int (joblib's convention), got 0.")
         return params
+
+    def _refuse_dask(self, params):
+        """Refuse (before the charge) dask input on a route that cannot take it."""
+        refuse_dask(type(self).__name__, params["method"],
+                    tuple((kp, params[kp]) for _, kp, _ in self._kernel_sides))
+
+    def _warn_ignored(self, params, ignored):
+        """:func:`._testbase.warn_ignored` for this estimator (the routes' hook)."""
+        warn_ignored(self, params, ignored)
+
+    def _warn_method_ignores(self, params):
+        """Warn for the parameters that ``method`` ignores (in the plan, before the
+        charge): the kernel bounds and ``n_jobs`` with random features, the feature
+        parameters without them."""
+        if params["method"] == "features":
+            self._warn_ignored(params, [
+                (bound, "method='features' uses the feature kernel, bounded by 1 (leave "
+                 f"{bound}=None).") for _, _, bound in self._kernel_sides] + [
+                ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
+                 "n_jobs=None).")])
+        else:
+            self._warn_ignored(params, [
+                (name, "it applies to method='features' only (leave it at its default or "
+                 "set method='features').") for name in ("n_components", "feature_map")])
 
     def _release(self, prep, rng):
         plan = prep.plan

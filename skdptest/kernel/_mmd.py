@@ -18,7 +18,6 @@ from ._bandwidth import mmd_centre, uses_aggregate
 from ._distributed import (
     dask_labels,
     is_dask,
-    refuse_dask,
     stack_dask_samples,
     validate_dask_input,
 )
@@ -400,8 +399,7 @@ class DPMMDTest(KernelTestBase):
     def _plan(self, params, X, y):
         labels = None
         if is_dask(X):
-            refuse_dask("DPMMDTest", params["method"],
-                        (("kernel_params", params["kernel_params"]),))
+            self._refuse_dask(params)
             # per-chunk distinct labels and counts from the workers (after their NaN
             # checks): the public classes and sizes; the labels' kind is their classes'
             labels = dask_labels(X, y)
@@ -435,20 +433,12 @@ class DPMMDTest(KernelTestBase):
                 f"the {classes.size} groups has {int(sizes.min())} row."
             )
         groups = (classes, codes, sizes)
+        self._warn_method_ignores(params)
         if params["method"] == "features":
-            warn_ignored(self, params, [
-                ("kernel_bound", "method='features' uses the feature kernel, bounded by 1 "
-                 "(leave kernel_bound=None)."),
-                ("n_jobs", "method='features' runs on the BLAS threads in force (leave "
-                 "n_jobs=None)."),
-            ])
             route = MMDDaskFeaturesRoute() if is_dask(X) else MMDFeaturesRoute()
             return route.plan(params, X, groups)
-        warn_ignored(self, params, [
-            (name, "it applies to method='features' only (leave it at its default or set "
-             "method='features').") for name in ("n_components", "feature_map")])
         if not uses_aggregate(params["kernel"], params["kernel_params"]):
-            warn_ignored(self, params, [
+            self._warn_ignored(params, [
                 ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params "
                  "without 'gamma'); one bandwidth runs on the BLAS threads in force (leave "
                  "n_jobs=None).")])
