@@ -1,9 +1,9 @@
 """The kernel family's shared test policy: limits, refusals before the charge, progress.
 
-Used by every kernel test (dpMMD, dpHSIC) and route: the common parameter limits
-(``MAX_PERMUTATIONS``, ``DEFAULT_MAX_MEMORY``), the memory refusal and the routes that
-fit, warnings for ignored parameters, the private median's memory and data copy in a
-plan, and the running-time plan (``max_time``, automatic progress; :mod:`._timing`).
+Used by the kernel tests' base (:mod:`._kernelbase`) and by every route: the common
+parameter limits (``MAX_PERMUTATIONS``, ``DEFAULT_MAX_MEMORY``), the memory refusal and
+the routes that fit, warnings for ignored parameters, the private median's memory and
+data copy in a plan, and the running-time plan (``max_time``, automatic progress; :mod:`._timing`).
 Everything here reads parameters and public sizes only.
 """
 
