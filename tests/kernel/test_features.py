@@ -56,7 +56,7 @@ def test_fourier_rows_are_12_bit_integers_of_norm_at_most_R(n_components, bits):
     # of 4096 rows is exact), every row of norm <= R = 1 + 2^-10 (exact integer check)
     assert feat.fourier_bits(n_components) == bits
     rng = np.random.default_rng(1)
-    X = rng.normal(scale=30, size=(3000, 4))
+    X = rng.normal(scale=30, size=(1000, 4))
     omega = feat.draw_frequencies("rbf", 1.0, 4, n_components, rng)
     F = feat.feature_map(X, omega, block_rows=333).astype(np.int64)
     step = 2 ** (23 - bits)
@@ -729,13 +729,14 @@ def test_squared_features_type_one_error(d):
     assert rejections <= LIMIT, (rejections, LIMIT)
 
 
-def test_subset_sums_do_not_depend_on_the_thread_count():
+@pytest.mark.parametrize("coarse", [True, False])
+def test_subset_sums_do_not_depend_on_the_thread_count(coarse):
     # key blocks on 1, 2 or 3 threads, each with its own exact partial sums
     rng = np.random.default_rng(8)
     n = 3 * feat.KEY_BLOCK + 5
     F = feat.feature_map(rng.normal(size=(n, 2)), feat.draw_frequencies("rbf", 1.0, 2, 4, rng))
     got = [feat.subset_sums(F, feat.SubsetDraw(n, 1000, 6, np.random.default_rng(2)), 0, 6,
-                            n_threads=k) for k in (1, 2, 3)]
+                            n_threads=k, coarse=coarse) for k in (1, 2, 3)]
     assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
     assert np.array_equal(got[0], feat._masked_sums(F, feat.subset_masks(
         n, 1000, 6, np.random.default_rng(2))))
