@@ -18,6 +18,15 @@ Three measurements (issue 20, item 5), on a Gaussian pair P = N(0, 1), Q = N(0.5
 3. peak temporaries during that fit (``tracemalloc``: numpy reports its buffers) as a
    multiple of the data's size.
 
+0. (issue 20, "Defaults that scale": fresh plans) the CPU time of a fresh plan (statistic,
+   bet or clip, grid noise; plan cache emptied) and of a fresh fit, for the Gaussian and
+   Bernoulli pairs of the docs at n = 10, 1000, 10 000 and ε = 0.1, 1, 10, with the
+   planned bet and clip range.
+
+Section 2 also gives the floor of an exact merged release: ``np.expm1`` and
+``np.log1p`` (and, for comparison, ``np.exp`` and ``np.log``) in place on chunks of
+2^14 rows of the same data, as the fused release computes them.
+
 Run ``python benchmarks/evalue_speed.py`` (``--rows 1e6`` for a quick look); the saved
 table is ``benchmarks/results/evalue_speed.txt``.
 """
@@ -85,6 +94,48 @@ def small_fits(n_fits):
             for k, (w, c) in out.items()}
 
 
+def fresh_plans(repeats):
+    """{(laws, n, ε): (plan CPU s, fit CPU s, bet, clip)}, minima over ``repeats``
+    with the plan cache emptied before each."""
+    cases = [("N(0,1) vs N(0.5,1)", stats.norm(0, 1), stats.norm(0.5, 1)),
+             ("Bern(0.3) vs Bern(0.7)", stats.bernoulli(0.3), stats.bernoulli(0.7))]
+    out = {}
+    for name, p, q in cases:
+        for n in (10, 1000, 10_000):
+            X = np.zeros((n, 1))
+            for eps in (0.1, 1.0, 10.0):
+                t_plan, t_fit = [], []
+                for _ in range(repeats):
+                    _cache._PLANS.clear()
+                    c0 = time.process_time()
+                    laws_, stat = resolve_statistic({"null": p, "alternative": q,
+                                                     "statistic": "optimal",
+                                                     "epsilon": eps}, 1)
+                    plan = merged_plan("auto", laws_, stat, n, eps)
+                    t_plan.append(time.process_time() - c0)
+                    _cache._PLANS.clear()
+                    c0 = time.process_time()
+                    PrivateEValueTest(p, q, epsilon=eps, random_state=0).fit(X)
+                    t_fit.append(time.process_time() - c0)
+                out[(name, n, eps)] = (min(t_plan), min(t_fit), plan.bet, plan.clip)
+    return out
+
+
+def chunked_inplace(col, op, chunk=1 << 14):
+    """CPU seconds of ``op(buffer)`` on every chunk of ``col`` (copied into a reused
+    buffer first; the copies' own time is subtracted)."""
+    buf = np.empty(chunk)
+
+    def run(apply):
+        for start in range(0, col.size, chunk):
+            b = buf[:min(chunk, col.size - start)]
+            np.copyto(b, col[start:start + chunk])
+            if apply:
+                op(b)
+
+    return median_time(lambda: run(True), 3) - median_time(lambda: run(False), 3)
+
+
 def median_time(func, repeats):
     """Median CPU seconds of ``func()`` (CPU time: less disturbed than wall time by the
     other processes of a shared machine)."""
@@ -129,10 +180,20 @@ def big_fit(rows, repeats):
     col = x[:, 0]
     t_expm1 = median_time(lambda: np.expm1(col), 3)
     t_log1p = median_time(lambda: np.log1p(col * 0.5), 3) - median_time(lambda: col * 0.5, 3)
+    # the floor: in place on cache-resident chunks, as the fused release runs them
+    # (log1p and log of abs(x), no NaN path; the abs is subtracted)
+    floor = {name: chunked_inplace(col, op) for name, op in (
+        ("expm1", lambda b: np.expm1(b, out=b)),
+        ("log1p", lambda b: np.log1p(np.abs(b, out=b), out=b)),
+        ("exp", lambda b: np.exp(b, out=b)),
+        ("log", lambda b: np.log(np.abs(b, out=b), out=b)),
+        ("abs", lambda b: np.abs(b, out=b)))}
+    for name in ("log1p", "log"):
+        floor[name] -= floor["abs"]
     mem_fit = peak_ratio(lambda: fit(*laws(), x), x.nbytes)
     mem_ref = peak_ratio(lambda: reference_integer(x, plan), x.nbytes)
     return dict(unit=unit, fit=t_fit, ref=t_ref, unmerged=t_unmerged, expm1=t_expm1,
-                log1p=t_log1p, mem_fit=mem_fit, mem_ref=mem_ref, bet=plan.bet)
+                log1p=t_log1p, mem_fit=mem_fit, mem_ref=mem_ref, bet=plan.bet, floor=floor)
 
 
 def main(argv=None):
@@ -144,6 +205,12 @@ def main(argv=None):
     warnings.simplefilter("ignore")  # FixedRandomStateWarning: seeds for timing only
     print(f"# evalue_speed.py --fits {args.fits} --rows {args.rows:g}; "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(f"\n0. Fresh plans (cache emptied; minimum CPU of {args.repeats})")
+    print("| laws | n | ε | plan CPU ms | fit CPU ms | bet | clip range |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for (name, n, eps), (tp, tf, bet, clip) in fresh_plans(args.repeats).items():
+        print(f"| {name} | {n} | {eps:g} | {1e3 * tp:.1f} | {1e3 * tf:.1f} | {bet:.6f} | "
+              f"{clip:.5f} |")
     small = small_fits(args.fits)
     print(f"\n1. Gaussian fit at n = 10 (median over {args.fits} fits after the first)")
     print("| case | wall ms per fit | CPU ms per fit |")
@@ -165,6 +232,12 @@ def main(argv=None):
           f"{r['unmerged'] / u:.1f} | |")
     print(f"| np.expm1 alone | {r['expm1']:.3f} | {r['expm1'] / u:.1f} | |")
     print(f"| np.log1p alone | {r['log1p']:.3f} | {r['log1p'] / u:.1f} | |")
+    f = r["floor"]
+    for name in ("expm1", "log1p", "exp", "log"):
+        print(f"| np.{name} in place, chunks of 2^14 | {f[name]:.3f} | {f[name] / u:.1f} | |")
+    merged = f["expm1"] + f["log1p"]
+    print(f"| floor of the exact merged release: np.expm1 + np.log1p in place | "
+          f"{merged:.3f} | {merged / u:.1f} | |")
 
 
 if __name__ == "__main__":
