@@ -32,12 +32,9 @@ from skdptest import (
 )
 from skdptest._budget import LEDGER_APPLICATION_ID, LedgerError, LedgerNotFoundError
 
-# pytest runs with --import-mode=importlib, which does not put tests/ on sys.path. The
-# helpers must be importable by name in worker processes (loky and multiprocessing pass
-# sys.path on to them), so put the folder there rather than loading the file by path.
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _toy import ToyMeanTest, race_spend  # noqa: E402
+# By full name (pyproject's pytest pythonpath puts the repository root on sys.path):
+# worker processes import it too (loky and multiprocessing pass sys.path on to them).
+from tests._toy import ToyMeanTest, race_spend
 
 # Messages of the shared amount constraint (skdptest._params).
 EPS = r"epsilon must be a real number in \(0, inf\); got "

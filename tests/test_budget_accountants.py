@@ -11,8 +11,6 @@ import math
 import multiprocessing
 import os
 import sqlite3
-import sys
-from pathlib import Path
 
 import mpmath
 import numpy as np
@@ -35,11 +33,7 @@ from skdptest import (
     search_cost,
 )
 from skdptest import _accountants as acc
-
-# Importable by name in loky workers (see tests/test_budget.py).
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _toy import ToyMeanTest  # noqa: E402
+from tests._toy import ToyMeanTest
 
 
 class LaplaceToy(ToyMeanTest):

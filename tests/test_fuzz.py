@@ -25,9 +25,7 @@ campaign.
 
 import datetime
 import numbers
-import sys
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -38,11 +36,8 @@ from hypothesis import strategies as st
 from skdptest import InvalidParameterError, PrivacyBudget
 from skdptest._params import Interval, check_value
 
-# pytest runs with --import-mode=importlib: put tests/ on sys.path to share CASES.
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-
-from test_common import CASES, ESTIMATOR_CLASSES  # noqa: E402
+# By full name: the module pytest collected (not a second copy of it).
+from tests.test_common import CASES, ESTIMATOR_CLASSES
 
 #: Deterministic runs, no example database in the tree, no deadline (an e-value test
 #: plans its release on first use), no shrinking (a failure shows its input anyway).

@@ -2,18 +2,14 @@
 of skdptest._noise and the values the releases report, only inside ``recording()``, in
 its own context, and changes no release."""
 
-import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from skdptest import _noise
 from skdptest._recorder import NoisedQuantity, max_change, observe, recording
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_audit import _worst_cases  # noqa: E402 - the estimators and their neighbours
+from tests.test_audit import _worst_cases  # the estimators and their neighbours
 
 
 def test_every_draw_function_reports_its_kind_parameter_and_size():
