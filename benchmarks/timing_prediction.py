@@ -2,11 +2,12 @@
 
 For the default DPMMDTest (the 19-bandwidth aggregate, B = 2000, two groups, d = 2) and,
 with ``--hsic``, the default DPHSICTest (19 x 19 cyclic aggregate, one column each) and,
-with ``--features``, DPMMDTest(method="features") (d = 10, D = 64), at each size: the prediction made in the plan (before the charge; wall seconds) and the
-CPU-second prediction behind it, against the fit's wall and CPU time (``time.process_time``,
-every thread). On a machine shared with other jobs the CPU comparison is the one the load
-does not change; the wall one depends on how the load average at the start matches the
-share the fit then gets. The one-minute load average is printed at the start of each fit.
+with ``--features``, DPMMDTest(method="features") (d = 10, D = 64), at each size: the
+prediction made in the plan (before the charge; wall seconds) and the CPU-second
+prediction behind it, against the fit's wall and CPU time (``time.process_time``, every
+thread). On a machine shared with other jobs the CPU comparison is the one the load does
+not change; the wall one depends on how the load average at the start matches the share
+the fit then gets. The one-minute load average is printed at the start of each fit.
 
 Run: ``python benchmarks/timing_prediction.py --mmd 500 1000 2000 4000 --hsic 500 1000 2000
 --features 20000 100000``

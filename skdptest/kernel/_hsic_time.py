@@ -10,9 +10,9 @@ more than half a second, times the machine's current load factor (the one-minute
 average over the available cores: a fit sharing two cores with ten busy processes takes
 about five times its CPU time with per-thread sharing; under autogroup scheduling a
 process gets about the same share whatever its thread count: on 2 cores at load 10-12 a
-default fit took 3.3-3.9 times its CPU time). ``max_time`` refuses, before the charge, a fit predicted to take
-longer; ``verbose=None`` prints progress when the prediction exceeds
-:data:`AUTO_PROGRESS_SECONDS`. Nothing printed is derived from the data.
+default fit took 3.3-3.9 times its CPU time). ``max_time`` refuses, before the charge,
+a fit predicted to take longer; ``verbose=None`` prints progress when the prediction
+exceeds :data:`AUTO_PROGRESS_SECONDS`. Nothing printed is derived from the data.
 """
 
 from __future__ import annotations
