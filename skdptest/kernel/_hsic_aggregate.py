@@ -5,9 +5,12 @@ their diagonal spectra. The aggregate beyond 1 GiB runs by diagonal blocks inste
 
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
-from .._threads import limit_blas
+from .._threads import blas_threads, limit_blas
 from . import _hsic_traces as _traces
 from ._bandwidth import hsic_centre, map_in_threads
 from ._hsic_traces import (
@@ -174,6 +177,19 @@ def _grams(kernel, gammas, data, share=True):
     return gram
 
 
+class _Buffers(threading.local):
+    """Arrays kept per thread for one aggregate call (the same sizes for every x
+    bandwidth: fresh pages for each would cost more than the arithmetic at small n)."""
+
+    def get(self, name, shape, dtype):
+        shape = tuple(shape) if isinstance(shape, tuple) else (int(shape),)
+        arrays = self.__dict__.setdefault("arrays", {})
+        a = arrays.get(name)
+        if a is None or a.shape != shape or a.dtype != np.dtype(dtype):
+            a = arrays[name] = np.empty(shape, dtype)
+        return a
+
+
 def _trace_term(K):
     """``tr(K) - 1^T K 1 / n`` (as :func:`_centred_gram`)."""
     return float(np.trace(K)) - float(K.sum()) / K.shape[0]
@@ -188,23 +204,32 @@ def _centre_in_place(K):
     return K
 
 
-def _all_diagonal_spectra(M):
+def _all_diagonal_spectra(M, buffers=None, out=None):
     """:func:`_diagonal_spectra` of ``M``, the same values: for ``n <= _DOUBLED_MAX`` the
     diagonals are read through one strided view of ``[M, M]`` (``16 n^2`` bytes, within
     the ``64 n _SPECTRA_BLOCK`` the plan gives the gathered diagonals) and transformed by
-    one call (each transform is of one row), else gathered by blocks."""
+    one call (each transform is of one row), else gathered by blocks. ``buffers``
+    (:class:`_Buffers`) keeps the doubled copy and, without ``out``, the result."""
     n = M.shape[0]
     if n > _DOUBLED_MAX:
-        return _diagonal_spectra(M)
-    doubled = np.empty((n, 2 * n))
+        spectra = _diagonal_spectra(M)
+        if out is not None:
+            out[...] = spectra
+            return out
+        return spectra
+    get = buffers.get if buffers is not None else (lambda name, shape, dtype:
+                                                     np.empty(shape, dtype))
+    doubled = get("doubled", (n, 2 * n), np.float64)
     doubled[:, :n] = M
     doubled[:, n:] = M
     # diagonals[d, i] = M[i, (i + d) % n] = doubled[i, i + d]: offset i (2n + 1) + d
     diagonals = np.lib.stride_tricks.as_strided(
         doubled, shape=(n, n), strides=(doubled.itemsize, (2 * n + 1) * doubled.itemsize),
         writeable=False)
+    if out is None:
+        out = get("spectra", (n, n // 2 + 1), np.complex128)
     # out: C order (numpy returns a strided input's transforms in Fortran order)
-    return np.fft.rfft(diagonals, axis=1, out=np.empty((n, n // 2 + 1), np.complex128))
+    return np.fft.rfft(diagonals, axis=1, out=out)
 
 
 def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x,
@@ -231,6 +256,18 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
     -------
     statistics : ndarray of shape (B + 1,) (B = n - 1 when ``cyclic``)
     """
+    serial = n_jobs is None or n_jobs == 1 or len(gammas_x) <= 1  # as map_in_threads
+    # serial: BLAS held on one thread once for the whole computation (the values are
+    # the same; entering threadpoolctl's limit costs about 1 ms, once per call
+    # otherwise), the permutation threads sized by the count found before
+    threads = blas_threads() if serial else None
+    with limit_blas() if serial else contextlib.nullcontext():
+        return _aggregate(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x, gammas_y,
+                          cyclic, n_jobs, progress, threads)
+
+
+def _aggregate(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x, gammas_y, cyclic,
+               n_jobs, progress, threads):
     n = len(X)
     nonneg = (kernel_x.nonnegative, kernel_y.nonnegative)
     kappas = (kernel_x.kappa, kernel_y.kappa)
@@ -239,6 +276,7 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
         X, Y = X[order], Y[order]
     else:
         inverse = inverse_permutations(draw_permutations(n, n_permutations, rng))
+    buffers = _Buffers()  # per thread: the x bandwidths' arrays, reused
     # the y side first: one Gram matrix at a time, its trace term, then what the pairs
     # read (the matrix, or its diagonal spectra); see hsic_aggregate_memory_bytes
     gram_y = _grams(kernel_y, gammas_y, Y)
@@ -246,12 +284,11 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
     traces_y = []
     if cyclic:
         ys = np.empty((n_y, n, n // 2 + 1), dtype=np.complex128)
-        buffer = np.empty((n, n))
         for i in range(n_y):
-            L = gram_y(i, buffer)
+            L = gram_y(i, buffers.get("gram", (n, n), np.float64))
             traces_y.append(_trace_term(L))
-            ys[i] = _all_diagonal_spectra(L)
-        del buffer, L
+            _all_diagonal_spectra(L, buffers, out=ys[i])
+        del L
     else:
         ys = np.empty((n_y, n, n))
         for i in range(n_y):
@@ -261,21 +298,22 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
             traces_y.append(_trace_term(ys[i]))
         del L
     del gram_y  # the y distances
+    if threads is None:  # n_jobs workers: this thread's arrays are not theirs
+        buffers.__dict__.clear()
     # the x distances are held through the x bandwidths: planned up to _DOUBLED_MAX on
     # the cyclic path (beyond it each x Gram matrix is evaluated, as the plan says)
     gram_x = _grams(kernel_x, gammas_x, X, share=not cyclic or n <= _DOUBLED_MAX)
 
     def one(i):
-        K = gram_x(i)
+        K = gram_x(i, buffers.get("gram", (n, n), np.float64))
         tx = _trace_term(K)
         Kc = _centre_in_place(K)
         if cyclic:
-            fa = _all_diagonal_spectra(Kc)
-            del Kc, K  # only its spectra are read from here
+            fa = _all_diagonal_spectra(Kc, buffers)
             np.conjugate(fa, out=fa)
             traces = np.fft.irfft(np.einsum("ij,yij->yj", fa, ys), n=n, axis=1)
         else:
-            traces = stacked_permutation_traces(Kc, ys, inverse)
+            traces = stacked_permutation_traces(Kc, ys, inverse, threads, buffers)
         h = np.array([[hsic_centre(tx, ty, n, kappas, nonneg)[0]] for ty in traces_y])
         stats = _stat(traces, n) - h
         if progress is not None:

@@ -81,21 +81,34 @@ def stacked_gather_bytes(n, n_perm):
     return 16 * chunk * rows * n + 8 * n
 
 
-def _stacked_chunk(flat, Ls, inverse, rows, chunk, out):
-    """:func:`stacked_permutation_traces` for one chunk of permutations (``out`` rows)."""
+def _stacked_chunk(flat, Ls, inverse, rows, chunk, out, buffers=None):
+    """:func:`stacked_permutation_traces` for one chunk of permutations (``out`` rows).
+
+    The index array and the gathered values go to two buffers of ``chunk R n``
+    entries, from ``buffers`` (kept between calls: fresh pages cost more than the
+    gather at small n) or allocated here once."""
     n_y, n = Ls.shape[0], Ls.shape[1]
     n_perm = inverse.shape[0]
+    size = min(chunk, n_perm) * min(rows, n) * n
+    get = buffers.get if buffers is not None else (lambda name, k, dtype: np.empty(k, dtype))
+    idx_buf, g_buf = get("index", size, np.intp), get("gather", size, np.float64)
     for c0 in range(0, n_perm, chunk):
         q = inverse[c0:c0 + chunk]
+        c = len(q)
         for r0 in range(0, n, rows):
             r1 = min(r0 + rows, n)
+            k = c * (r1 - r0) * n
             # G[c, a, j] = Kc[q_c(a), q_c(j)] for the block's rows a: one gather
-            G = flat.take(q[:, r0:r1, None] * n + q[:, None, :])
-            part = Ls[:, r0:r1, :].reshape(n_y, -1) @ G.reshape(len(q), -1).T
-            out[:, c0:c0 + len(q)] += part
+            idx = idx_buf[:k].reshape(c, r1 - r0, n)
+            np.add(q[:, r0:r1, None] * n, q[:, None, :], out=idx)
+            # mode="clip": no buffered copy of out (mode="raise" makes one); every index
+            # is in range (entries of inverse permutations)
+            G = np.take(flat, idx_buf[:k], out=g_buf[:k], mode="clip")
+            part = Ls[:, r0:r1, :].reshape(n_y, -1) @ G.reshape(c, -1).T
+            out[:, c0:c0 + c] += part
 
 
-def stacked_permutation_traces(Kc, Ls, inverse):
+def stacked_permutation_traces(Kc, Ls, inverse, threads=None, buffers=None):
     """``T[y, b] = sum_ij Kc_ij Ls[y][p_b(i), p_b(j)]`` for a stack of y Gram matrices.
 
     ``inverse`` holds the inverse permutations (:func:`inverse_permutations`): with
@@ -107,7 +120,10 @@ def stacked_permutation_traces(Kc, Ls, inverse):
     at most ``n / R`` blocks of dot products of at most ``R n <= max(2^16, n)`` terms:
     the rounding chain of ``hsic_abs_error`` (``2^16 + 2n + 8``) covers every summation
     order of them. Chunks of permutations run on as many threads as the BLAS thread count
-    in force (as :func:`permutation_traces`), the same chunks whatever their number.
+    in force (as :func:`permutation_traces`; ``threads``: that count, read by a caller
+    that already holds BLAS on one thread), the same chunks whatever their number.
+    ``buffers``: an object whose ``get(name, size, dtype)`` returns a kept 1-D array
+    (the serial path's gather buffers, reused between calls).
 
     Returns
     -------
@@ -119,12 +135,14 @@ def stacked_permutation_traces(Kc, Ls, inverse):
     out = np.zeros((n_y, n_perm))
     flat = np.ascontiguousarray(Kc).ravel()
     work = float(n) * n * n_perm
-    n_threads = min(blas_threads(), 8) if work >= _THREADS_MIN_WORK else 1
+    if threads is None:
+        threads = blas_threads()
+    n_threads = min(threads, 8) if work >= _THREADS_MIN_WORK else 1
     # chunk boundaries first (fixed by n and B), then split between the threads
     starts = list(range(0, n_perm, chunk))
     with limit_blas():
         if n_threads == 1 or len(starts) == 1:
-            _stacked_chunk(flat, Ls, inverse, rows, chunk, out)
+            _stacked_chunk(flat, Ls, inverse, rows, chunk, out, buffers)
             return out
         groups = [g for g in np.array_split(np.array(starts), n_threads) if len(g)]
         bounds = [(int(g[0]), min(int(g[-1]) + chunk, n_perm)) for g in groups]
