@@ -224,16 +224,19 @@ class MixturePrior:
     """The public mixing weights w_j(p) over the grid q_j = j / G, j = 0..G.
 
     ``scale=None``: uniform weights 1/(G+1), the same for every candidate p.
-    ``scale=tau``: w_j(p) = eta/(G+1) + (1 - eta) phi_j(p) / Z(p) with
-    phi_j(p) = exp(-(q_j - p)^2 / (2 tau^2)) and Z(p) = sum_m phi_m(p): alternatives
-    near p, at the distance tau that a planned horizon calls for, plus a uniform share
-    eta (so that far candidates are still excluded by the uniform part).
+    ``scale=tau`` (or a sequence of scales tau_k): w_j(p) = eta/(G+1) +
+    (1 - eta) sum_k c_k phi_kj(p) / Z_k(p) with phi_kj(p) = exp(-(q_j - p)^2 / (2 tau_k^2)),
+    Z_k(p) = sum_m phi_km(p) and equal shares c_k: alternatives near p, at the distances
+    tau_k that planned horizons call for, plus a uniform share eta (so that far
+    candidates are still excluded by the uniform part). For each p the weights sum to
+    1 and do not depend on the data: M(p) stays a test martingale.
     """
 
     def __init__(self, grid_size, scale=None, uniform_share=0.05):
         self.G = int(grid_size)
         self.q = np.arange(self.G + 1) / self.G
         self.scale = scale
+        self.scales = () if scale is None else tuple(float(t) for t in np.atleast_1d(scale))
         self.eta = 1.0 if scale is None else float(uniform_share)
 
     def log_mass_lower(self, ell_low, blocks, a, b):
@@ -245,17 +248,72 @@ class MixturePrior:
         log_count = np.log(count)
         log_uniform = math.log(self.eta) + _lse1(ell_low + log_count) - math.log(self.G + 1)
         a = np.atleast_1d(a)
-        if self.scale is None:
+        if not self.scales:
             return np.full(a.shape, log_uniform)
         b = np.atleast_1d(b)
-        tau2 = 2.0 * self.scale**2
-        far = np.maximum(np.abs(qb[None, :] - a[:, None]), np.abs(b[:, None] - qa[None, :]))
-        dist = np.maximum(0.0, np.maximum(a[:, None] - self.q[None, :],
-                                          self.q[None, :] - b[:, None]))
-        log_zmax = special.logsumexp(-dist**2 / tau2, axis=1)
-        local = special.logsumexp((ell_low + log_count)[None, :] - far**2 / tau2, axis=1) \
-            - log_zmax
+        # every alternative of the blocks; block k holds q[offs[k]:offs[k + 1]]
+        i0, i1 = round(float(qa[0]) * self.G), round(float(qb[-1]) * self.G)
+        q = self.q[i0:i1 + 1]
+        offs = np.r_[0, np.cumsum(count)].astype(np.int64)
+        # phi_j(p) over p in [a, b] is least at a or b (unimodal in p)
+        held = []
+
+        def far2():
+            if not held:
+                held.append(np.maximum(np.abs(q[None, :] - a[:, None]),
+                                       np.abs(q[None, :] - b[:, None])) ** 2)
+            return held[0]
+
+        local = np.stack([self._log_local(ell_low, qa, qb, offs, far2, a, b, tau)
+                          for tau in self.scales])
+        local = _lse_rows(local.T) - math.log(len(self.scales))
         return np.logaddexp(log_uniform, math.log1p(-self.eta) + local)
+
+    def _log_local(self, ell_low, qa, qb, offs, far2, a, b, tau):
+        """log of a lower bound of sum_j phi_j(p) exp(ell(q_j)) / Z(p) over each cell:
+        only the blocks within 40 tau of the cells (beyond, phi < e^-800: dropped)."""
+        k0 = int(np.searchsorted(qb, a.min() - 40.0 * tau))
+        k1 = int(np.searchsorted(qa, b.max() + 40.0 * tau, side="right"))
+        if k0 >= k1:
+            return np.full(a.shape, -np.inf)
+        if float(np.max(qb - qa)) * 400.0 <= tau:
+            # blocks narrow against tau: each block's phi bounded at its far end
+            # (loses at most d w / tau^2 <= 0.1 nats at a distance d <= 40 tau)
+            far = np.maximum(np.abs(qb[None, k0:k1] - a[:, None]),
+                             np.abs(b[:, None] - qa[None, k0:k1]))
+            sums = np.log(np.diff(offs[k0:k1 + 1]))[None, :] - far**2 * (0.5 / tau**2)
+        else:
+            part = far2()[:, offs[k0]:offs[k1]] * (-0.5 / tau**2)
+            sums = _segment_lse_rows(part, offs[k0:k1] - offs[k0])
+        return _lse_rows(ell_low[None, k0:k1] + sums) - self._log_z_upper(a, b, tau)
+
+    def _log_z_upper(self, a, b, tau):
+        """log of an upper bound, over each cell [a, b], of Z(p) = sum_m phi_m(p).
+
+        g(q) = exp(-dist(q, [a, b])^2 / (2 tau^2)) bounds phi_m(p) for every p in the
+        cell and is unimodal (a plateau on [a, b]), so its sum over the grid of step
+        1/G is at most G times its integral over [0, 1] plus its maximum 1 (each point
+        but one is below the mean of g over the step towards the plateau)."""
+        c = tau * math.sqrt(2.0)
+        integral = (b - a) + tau * math.sqrt(math.pi / 2.0) * (special.erf(a / c)
+                                                               + special.erf((1.0 - b) / c))
+        return np.log1p(self.G * integral)
+
+
+def _segment_lse_rows(x, starts):
+    """log sum exp of each row of ``x`` over the column segments beginning at
+    ``starts`` (a term that underflows is dropped: the sums only get smaller)."""
+    top = x.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return np.log(np.add.reduceat(np.exp(x - top), starts, axis=1)) + top
+
+
+def _lse_rows(x):
+    """log sum exp of each row of ``x`` (rows of -inf give -inf)."""
+    top = x.max(axis=1)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.exp(x - safe[:, None]).sum(axis=1)) + safe
 
 
 def _lse1(x):
@@ -272,6 +330,10 @@ def _excluded(ys, ns, a, b, rate, log_alpha, prior, ell_low, blocks):
 #: Blocks of alternatives span at most the public standard error / BLOCK: the lower
 #: bound of the likelihood over a block then loses little (about 0.1 nats).
 BLOCK = 16.0
+#: Tuned mixtures weigh the alternatives between a candidate and the data, where the
+#: likelihood is steep (about 4 / se per unit of p at the interval's ends): their
+#: blocks are BLOCK_TUNED times narrower than the standard error.
+BLOCK_TUNED = 64.0
 
 
 class MassCache:
@@ -300,7 +362,8 @@ def _mass_points(ys, ns, rate, prior, cache):
     K = ys.size
     centre = min(max(ys.sum() / total, 0.0), 1.0)
     se = math.sqrt(0.25 / total + 2.0 * K / (rate * total) ** 2)
-    width = 1 << max(0, int(math.floor(math.log2(max(1.0, se * G / BLOCK)))))
+    block = BLOCK_TUNED if prior.scales else BLOCK
+    width = 1 << max(0, int(math.floor(math.log2(max(1.0, se * G / block)))))
     half = 8.0 * se + 2.0 * width / G
     b0 = max(0, int(math.floor((centre - half) * G)) // width)
     b1 = min(G // width, int(math.ceil((centre + half) * G)) // width)
