@@ -1,7 +1,8 @@
-"""dpHSIC's permutation traces ``sum_ij K~_ij L[p_i, p_j]``: the permutations and the
-numpy and (optional) numba backends, shared by the blocked exact path
-(:mod:`._hsic_exact`) and the aggregate over random permutations
-(:mod:`._hsic_aggregate`)."""
+"""dpHSIC's permutation traces ``sum_ij K~_ij L[p_i, p_j]``: the permutations, the
+numpy and (optional) numba backends of the blocked exact path (:mod:`._hsic_exact`), and
+the stacked traces of the aggregate over random permutations (:mod:`._hsic_aggregate`:
+one gather of K~ per chunk of inverse permutations, one matrix product for every y
+bandwidth)."""
 
 from __future__ import annotations
 
