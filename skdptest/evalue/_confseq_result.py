@@ -65,7 +65,7 @@ class ConfidenceSequenceResult(TestResult):
     >>> lower, upper = result
     >>> [t for t, _, _ in result.intervals], result.n_samples
     ([10.0, 15.0], 15)
-    >>> bool(result.upper == 1.0 and result.lower > 0.4), result.empty
+    >>> bool(result.upper == 1.0 and result.lower > 0.25), result.empty
     (True, False)
     """
 
