@@ -458,6 +458,30 @@ def test_coverage_mutant_ignoring_the_noise_fails_at_eps_01():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("law", ["beta", "two-point"])
+@pytest.mark.parametrize("eps", [0.1, 1.0])
+def test_time_uniform_coverage_of_bounded_laws_on_a_thousand_streams(law, eps):
+    # Rows of a law on [a, b] = [-1, 3] (Beta(0.5, 2) mapped there, mean -0.2; and the
+    # two-point law at the bounds, mean 0.2), rounded as the estimator documents (bit =
+    # U < (x - a) / (b - a), fresh uniforms), counted per batch, noised: the exact
+    # e-process at the true p = (mu - a) / (b - a) over 10^4 steps on 1000 streams.
+    a, b = -1.0, 3.0
+    plan = _plan(eps, bounds=(a, b))
+    ns = _ends(plan.rate, 10_000)
+    rng = np.random.default_rng(17 + int(10 * eps))
+    if law == "beta":
+        x, mu = a + (b - a) * rng.beta(0.5, 2.0, size=(STREAMS, ns.sum())), a + (b - a) * 0.2
+    else:
+        x = np.where(rng.random((STREAMS, ns.sum())) < 0.7, a, b)
+        mu = a + (b - a) * 0.3
+    bits = rng.random(x.shape) < (x - a) / (b - a)
+    counts = np.add.reduceat(bits, np.r_[0, np.cumsum(ns)[:-1]], axis=1)
+    Y = counts + discrete_laplace(rng, plan.rate, size=counts.shape)
+    crossed = _first_exact_crossing(Y, ns, plan, (mu - a) / (b - a))
+    assert np.count_nonzero(crossed) / STREAMS <= _limit(STREAMS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("law", ["beta", "two-point"])
 def test_bounded_laws_end_to_end_through_partial_fit(law):
     # Why Bernoulli streams suffice above: each row x in [a, b] is rounded at random to
     # a bit B ~ Bernoulli((x - a)/(b - a)) with fresh randomness, so for any law on
