@@ -1,9 +1,7 @@
 """DPHSICTest: statistic, backends, sensitivity, API and privacy contract."""
 
 import math
-import sys
 from dataclasses import fields
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -28,12 +26,7 @@ from skdptest.kernel._hsic import (
 from skdptest.kernel._hsic_bounds import _gamma
 from skdptest.kernel._hsic_traces import permutation_traces
 from skdptest.kernel._kernels import resolve_kernel
-
-# pytest runs with --import-mode=importlib, which does not put tests/kernel on sys.path:
-# put the folder there and import the shared helpers by name (as tests/_toy.py).
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _kernel_helpers import _fixed, noise_audit  # noqa: E402
+from tests.kernel._reference import _fixed, noise_audit
 
 
 def laplace_scale(sensitivity, epsilon, delta):

@@ -2,10 +2,8 @@
 releases independent of the block size and of the backend, memory at n = 20 000."""
 
 import math
-import sys
 import tracemalloc
 from fractions import Fraction
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,10 +14,7 @@ import skdptest.kernel._hsic_traces as traces_mod
 import skdptest.kernel._kernelbase as base_mod
 from skdptest import DPHSICTest, PrivacyBudget
 from skdptest.kernel._kernels import resolve_kernel
-
-if str(Path(__file__).parent) not in sys.path:
-    sys.path.insert(0, str(Path(__file__).parent))
-from _kernel_helpers import _fixed  # noqa: E402
+from tests.kernel._reference import _fixed
 
 HAS_NUMBA = traces_mod._load_numba() is not None
 BACKENDS = ["numpy"] + (["numba"] if HAS_NUMBA else [])
