@@ -36,7 +36,11 @@ def _tolerance(n, level):
 
 
 # ---------------------------------------------------------------- validity
-@pytest.mark.parametrize("statistic", ["exact", "optimal", "tslr"])
+# The Monte Carlo validity checks of the exact and optimal statistics run in the slow
+# suite (6-9 s each); tslr keeps one in the default run.
+@pytest.mark.parametrize("statistic", [pytest.param("exact", marks=pytest.mark.slow),
+                                       pytest.param("optimal", marks=pytest.mark.slow),
+                                       "tslr"])
 def test_anytime_validity_under_null_one_sided(statistic):
     """Streams under P, stopped at the first crossing (a data-dependent time)."""
     alpha, n_streams = 0.1, 400
@@ -67,6 +71,7 @@ def test_optional_stopping_by_peeking_analyst_is_valid():
     assert rejections <= _tolerance(n_streams, alpha)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("statistic", ["exact", "optimal"])
 def test_two_sided_error_rates(statistic):
     alpha = beta = 0.05

@@ -91,7 +91,8 @@ def _release_draws(null, alt, sampler, n, reps, seed, **kw):
     [
         (stats.bernoulli(P0), stats.bernoulli(0.6),
          lambda rng, n: rng.binomial(1, P0, size=(n, 1))),
-        (stats.norm(0, 1), stats.norm(0.5, 1), lambda rng, n: rng.normal(size=(n, 1))),
+        pytest.param(stats.norm(0, 1), stats.norm(0.5, 1),
+                     lambda rng, n: rng.normal(size=(n, 1)), marks=pytest.mark.slow),
     ],
     ids=["bernoulli", "gaussian"],
 )
@@ -425,6 +426,7 @@ def test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count():
     assert r.log_e_value == pytest.approx(math.log(prob_of_y(q) / prob_of_y(P0)), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_exact_statistic_monte_carlo_validity_and_power():
     null, alt = _bern(0.5)
     logs, _ = _release_draws(null, alt, lambda rng, n: rng.binomial(1, P0, size=(n, 1)),
