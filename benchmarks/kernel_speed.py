@@ -100,8 +100,11 @@ def worker(kind, n, d, n_perm, backend):
         V = rng.random((n, n_perm + 1))
         K[:100, :100] @ V[:100, :100]  # warm-up: BLAS threads started
         base = _current_rss_mb()
+        c0 = time.process_time()
         wall, spaced = _timed(lambda: K @ V, n)
+        runs = 2 * _inner(n) if n <= 2000 else 2
         return {"wall": wall, "spaced": spaced, "peak_mb": _rss_mb(), "base_mb": base,
+                "cpu": (time.process_time() - c0) / runs,
                 "gflops": 2.0 * n * n * (n_perm + 1) / wall / 1e9}
     if kind == "mmd":
         from skdptest import DPMMDTest
@@ -122,15 +125,19 @@ def worker(kind, n, d, n_perm, backend):
 
         X = rng.normal(size=(n, d))
         y = np.repeat([0, 1], [n // 2, n - n // 2])
-        DPMMDTest(n_permutations=20, random_state=1).fit(rng.normal(size=(100, d)),
-                                                         np.repeat([0, 1], 50))
+        # backend "random": cyclic=False (B random relabellings); else the default route
+        kw = {"cyclic": False} if backend == "random" else {}
+        DPMMDTest(n_permutations=20, random_state=1, **kw).fit(
+            rng.normal(size=(100, d)), np.repeat([0, 1], 50))
         base = _current_rss_mb()
-        walls = []
+        walls, cpus = [], []
         for _ in range(3 if n <= 2000 else 1):
-            t0 = time.perf_counter()
-            DPMMDTest(n_permutations=n_perm, random_state=0).fit(X, y)
+            t0, c0 = time.perf_counter(), time.process_time()
+            est = DPMMDTest(n_permutations=n_perm, random_state=0, **kw).fit(X, y)
             walls.append(time.perf_counter() - t0)
-        return {"wall": float(np.median(walls)), "peak_mb": _rss_mb(), "base_mb": base}
+            cpus.append(time.process_time() - c0)
+        return {"wall": float(np.median(walls)), "cpu": float(np.median(cpus)),
+                "peak_mb": _rss_mb(), "base_mb": base, "method": est.result_.method}
     if kind == "hsic_cyclic":
         from skdptest import DPHSICTest
 
@@ -175,6 +182,33 @@ def run(kind, n, d, n_perm, backend="auto"):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _default_rows(args, B):
+    """The default DPMMDTest in products K @ V: wall and CPU ratios of the same run."""
+    d = args.dims[0]
+    print(f"\ndefault DPMMDTest, two equal groups, d = {d}, against the float64 product "
+          "K @ V (N x N by N x (B + 1)); products = dpMMD time / product time (wall: "
+          "medians of runs alternated with the product's; CPU: process time, all threads)")
+    print("|     N | route | wall s | product wall s | products (wall) | CPU s | "
+          "product CPU s | products (CPU) | peak MB |")
+    print("|------:|:------|-------:|---------------:|----------------:|------:|"
+          "--------------:|---------------:|--------:|")
+    for n in args.sizes:
+        for backend in (["auto", "random"] if args.with_random else ["auto"]):
+            runs, gemms = [], []
+            for _ in range(args.repeats):
+                gemms.append(run("gemm", n, 0, B))
+                runs.append(run("mmd_default", n, d, B, backend))
+            gemms.append(run("gemm", n, 0, B))
+            r = sorted(runs, key=lambda x: x["wall"])[len(runs) // 2]
+            g = sorted(gemms, key=lambda x: x["wall"])[len(gemms) // 2]
+            gc = sorted(x["cpu"] for x in gemms)[len(gemms) // 2]
+            rc = sorted(x["cpu"] for x in runs)[len(runs) // 2]
+            print(f"| {n:5d} | {r['method']} | {r['wall']:6.2f} | {g['wall']:14.3f} | "
+                  f"{r['wall'] / g['wall']:15.2f} | {rc:5.2f} | {gc:13.3f} | "
+                  f"{rc / gc:14.2f} | {r['peak_mb']:7.0f} |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
@@ -196,6 +230,11 @@ def main():
     parser.add_argument("--skip-hsic", action="store_true")
     parser.add_argument("--skip-default", action="store_true",
                         help="do not time the default dpMMD (the bandwidth aggregate)")
+    parser.add_argument("--default-only", action="store_true",
+                        help="only the default dpMMD rows against the product (wall and "
+                             "CPU), at --sizes with the first of --dims")
+    parser.add_argument("--with-random", action="store_true",
+                        help="with --default-only: also DPMMDTest(cyclic=False)")
     args = parser.parse_args()
     if args.worker:
         kind, n, d, b, backend = args.worker
@@ -208,6 +247,9 @@ def main():
 
     print(f"B = {B}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}, "
           f"skdptest from {os.path.dirname(skdptest.__file__)}")
+    if args.default_only:
+        _default_rows(args, B)
+        return
     if not args.skip_mmd:
         print("\ndpMMD (pooled N, two equal groups, rbf kernel, float64)")
         print("|     N |  d | dpMMD s | product s | ratio | spaced ratio | product GFLOP/s | "

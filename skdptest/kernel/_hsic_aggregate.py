@@ -13,6 +13,7 @@ import numpy as np
 from .._threads import blas_threads, limit_blas
 from . import _hsic_traces as _traces
 from ._bandwidth import hsic_centre, map_in_threads
+from ._cyclic import SPECTRA_BLOCK, diagonal_spectra
 from ._hsic_traces import (
     _stat,
     draw_permutations,
@@ -25,7 +26,7 @@ __all__ = ["hsic_aggregate_memory_bytes", "hsic_aggregate_statistics",
            "hsic_cyclic_statistics"]
 
 # Diagonals gathered at once for their spectra (the aggregate's cyclic path).
-_SPECTRA_BLOCK = 256
+_SPECTRA_BLOCK = SPECTRA_BLOCK  # (_cyclic)
 # Up to this n the diagonals are read from one doubled copy (16 n^2 <= 64 n _SPECTRA_BLOCK).
 _DOUBLED_MAX = 1024
 # Kernels whose Gram matrices the aggregate forms from distances computed once.
@@ -134,20 +135,10 @@ def _centred_gram(kernel, data, centre=True):
 
 
 def _diagonal_spectra(M, block=_SPECTRA_BLOCK):
-    """``rfft`` of every cyclic diagonal ``d -> (M[i, i + d])_i`` of ``M`` (n x n).
-
-    ``block`` diagonals at a time (each transform is of one row: the same values as
-    one call on all of them), so that the gathered diagonals and their index arrays
-    take ``O(block n)`` memory besides the ``(n, n // 2 + 1)`` complex result.
-    """
-    n = M.shape[0]
-    rows = np.arange(n)
-    out = np.empty((n, n // 2 + 1), dtype=np.complex128)
-    for d0 in range(0, n, block):
-        d1 = min(d0 + block, n)
-        out[d0:d1] = np.fft.rfft(M[rows[None, :], (rows[None, :] + rows[d0:d1, None]) % n],
-                                 axis=1)
-    return out
+    """``rfft`` of every cyclic diagonal ``d -> (M[i, i + d])_i`` of ``M`` (n x n):
+    :func:`._cyclic.diagonal_spectra` (``block`` diagonals at a time, ``O(block n)``
+    memory besides the ``(n, n // 2 + 1)`` complex result)."""
+    return diagonal_spectra(M, block=block)
 
 
 def _grams(kernel, gammas, data, share=True):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.multiclass import type_of_target
 
+from .._params import Boolean, InvalidParameterError, Options
 from ._bandwidth import mmd_centre, uses_aggregate
 from ._distributed import (
     dask_labels,
@@ -50,6 +51,7 @@ from ._route_exact import (
 )
 from ._route_features import MMDFeaturesRoute
 from ._route_mmd_aggregate import MMDAggregateRoute
+from ._route_mmd_cyclic import MMDCyclicRoute, cyclic_applies
 from ._route_mmd_exact import MMDExactRoute, MMDPlan
 from ._testbase import (
     DEFAULT_MAX_MEMORY,
@@ -359,10 +361,12 @@ class DPMMDTest(KernelTestBase):
         "kernel_params": KERNEL_PARAMS_CONSTRAINT,
         "kernel_bound": BOUND_CONSTRAINT,
         **COMMON_CONSTRAINTS,
+        "cyclic": [Boolean(), Options("auto")],
     }
 
     def __init__(self, *, kernel="rbf", kernel_params=None, kernel_bound=None, epsilon=1.0,
-                 delta=0.0, alpha=0.05, n_permutations=2000, max_memory=DEFAULT_MAX_MEMORY,
+                 delta=0.0, alpha=0.05, n_permutations=2000, cyclic="auto",
+                 max_memory=DEFAULT_MAX_MEMORY,
                  n_jobs=None, verbose=None, max_time=None, method="exact", n_components=64,
                  feature_map="fourier", budget=None, random_state=None):
         self.kernel = kernel
@@ -372,6 +376,7 @@ class DPMMDTest(KernelTestBase):
         self.delta = delta
         self.alpha = alpha
         self.n_permutations = n_permutations
+        self.cyclic = cyclic
         self.max_memory = max_memory
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -381,6 +386,16 @@ class DPMMDTest(KernelTestBase):
         self.feature_map = feature_map
         self.budget = budget
         self.random_state = random_state
+
+    def _check_params(self, params):
+        params = super()._check_params(params)
+        if params["cyclic"] is True and (params["method"] == "features" or not uses_aggregate(
+                params["kernel"], params["kernel_params"])):
+            raise InvalidParameterError(
+                "cyclic=True needs the bandwidth aggregate (kernel 'rbf' or 'laplacian' "
+                "without a 'gamma' in kernel_params, method='exact'); use cyclic='auto' "
+                "or False.")
+        return params
 
     def _validate_input(self, X, y, reset):
         if y is not None and np.ndim(y) == 2 and np.shape(y)[1] > 1:
@@ -443,7 +458,22 @@ class DPMMDTest(KernelTestBase):
                  "without 'gamma'); one bandwidth runs on the BLAS threads in force (leave "
                  "n_jobs=None).")])
             return MMDExactRoute().plan(params, X, groups)
-        return MMDAggregateRoute().plan(params, X, groups)
+        n, n_groups = int(sizes.sum()), int(classes.size)
+        if params["cyclic"] is True and n_groups != 2:
+            raise InvalidParameterError(
+                f"cyclic=True takes two groups (the cyclic shifts of one label vector); "
+                f"y has {n_groups} classes. Use cyclic='auto' or False (random "
+                "relabellings).")
+        if not cyclic_applies(params["cyclic"], n, n_groups, params["n_permutations"], True):
+            return MMDAggregateRoute().plan(params, X, groups)
+        why = "cyclic=True" if params["cyclic"] is True else (
+            f"cyclic='auto' with the bandwidth aggregate and N - 1 = {n - 1} >= "
+            f"min(n_permutations, 999) means cyclic=True")
+        self._warn_ignored(params, [(
+            "n_permutations", f"{why}, which uses all N - 1 = {n - 1} cyclic shifts of one "
+            "random order instead. Set cyclic=False for random relabellings, or leave "
+            "n_permutations at its default.")])
+        return MMDCyclicRoute().plan(params, X, groups)
 
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes, "gamma_": result.gamma,

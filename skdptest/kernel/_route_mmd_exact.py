@@ -67,6 +67,15 @@ class MMDExactRoute:
         """``(gammas, sensitivity, abs_error, method)``: the aggregate's changes."""
         return None, sensitivity, abs_error, method
 
+    def n_statistics(self, params, n):
+        """B + 1: the relabellings of the release (the cyclic route: all N shifts)."""
+        return params["n_permutations"] + 1
+
+    def work(self, n, n_features, n_groups, params, gammas, median):
+        """The release's work (:func:`._route_aggregate.mmd_work`; public sizes only)."""
+        return mmd_work(n, n_features, n_groups, params["n_permutations"],
+                        n_bandwidths=None if gammas is None else len(gammas), median=median)
+
     def plan(self, params, X, groups):
         classes, codes, sizes = groups
         kernel = resolve_kernel(params["kernel"], params["kernel_params"],
@@ -96,8 +105,7 @@ class MMDExactRoute:
         gammas, sensitivity, abs_error, method = self.adjust(
             params, X, sizes, kernel, sensitivity, abs_error, method)
         noise = plan_noise(sensitivity, abs_error, noise_epsilon, params["delta"])
-        work = mmd_work(n, X.shape[1], n_groups, params["n_permutations"],
-                        n_bandwidths=None if gammas is None else len(gammas), median=median)
+        work = self.work(n, X.shape[1], n_groups, params, gammas, median)
         progress, predicted = plan_time(
             work, params, f"DPMMDTest ({method}) with N = {n} rows, {n_groups} groups and "
             f"n_permutations = {params['n_permutations']}")
@@ -106,7 +114,7 @@ class MMDExactRoute:
             sensitivity=sensitivity, abs_error=abs_error, noise_epsilon=noise_epsilon,
             bandwidth_epsilons=shares, noise=noise, memory_bytes=memory,
             progress=progress, predicted_seconds=predicted,
-            n_permutations=params["n_permutations"], n_jobs=params["n_jobs"],
+            n_permutations=self.n_statistics(params, n) - 1, n_jobs=params["n_jobs"],
             classes=classes, codes=codes, sizes=sizes, kernel_name=params["kernel"],
             kernel=kernel, gammas=gammas)
 

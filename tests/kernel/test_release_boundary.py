@@ -381,7 +381,8 @@ def test_no_warnings_from_a_default_fit():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warnings.simplefilter("ignore", FixedRandomStateWarning)  # the seed is the test's
-        DPMMDTest(random_state=0, n_permutations=9).fit(X, y)
+        DPMMDTest(random_state=0, n_permutations=9, cyclic=False).fit(X, y)
+        DPMMDTest(random_state=0, cyclic=True).fit(X, y)  # the default from N = 1000
 
 
 # -- long work shows itself -----------------------------------------------------------------

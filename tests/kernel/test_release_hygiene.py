@@ -57,7 +57,8 @@ FEATURES = {"method": "features", "n_components": 4, "kernel_params": G}
 # exponential mechanism): their statistics are compared only when it is the same
 ROUTES = {
     "mmd exact": _mmd(kernel_params=G),
-    "mmd aggregate": _mmd(),
+    "mmd aggregate": _mmd(cyclic=False),
+    "mmd cyclic aggregate": lambda X, Y: (DPMMDTest(random_state=0, cyclic=True), X, G2),
     "mmd median": _mmd(kernel_params={"gamma": "median"}),
     "mmd laplacian median": _mmd(kernel="laplacian", kernel_params={"gamma": "median"}),
     "mmd k-sample": _mmd(G3, kernel_params=G),
@@ -290,7 +291,7 @@ def test_dates_are_refused_with_the_librarys_message(cls):
      r"n_components=32 is ignored: it applies to method='features' only"),
     (DPHSICTest, {"method": "features", "kernel_bound": 2.0},
      r"kernel_bound=2.0 is ignored: method='features' uses the feature kernel"),
-    (DPMMDTest, {"feature_map": "squared"},
+    (DPMMDTest, {"feature_map": "squared", "cyclic": False},
      r"feature_map='squared' is ignored: it applies to method='features' only"),
     (DPMMDTest, {"n_jobs": -1, "kernel_params": G},
      r"n_jobs=-1 is ignored: it parallelises the bandwidth aggregate only"),
@@ -318,7 +319,9 @@ def test_defaults_and_honoured_parameters_do_not_warn():
         DPHSICTest(random_state=0, cyclic=False, n_permutations=5, n_jobs=2,
                    kernel_params=G).fit(X, X[:, 0])
         _fixed(DPHSICTest, random_state=0, n_permutations=19).fit(X, X[:, 0])
-        DPMMDTest(random_state=0, n_permutations=19, n_jobs=2).fit(X, np.arange(30) % 2)
+        DPMMDTest(random_state=0, n_permutations=19, n_jobs=2, cyclic=False).fit(
+            X, np.arange(30) % 2)
+        DPMMDTest(random_state=0, cyclic=True, n_jobs=2).fit(X, np.arange(30) % 2)
         DPMMDTest(random_state=0, method="features", n_components=8,
                   feature_map="squared", n_permutations=19).fit(X, np.arange(30) % 2)
 

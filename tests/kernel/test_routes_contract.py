@@ -36,9 +36,10 @@ from skdptest.kernel._route_exact import mmd_abs_error, mmd_permutation_statisti
 from skdptest.kernel._route_features import HSICFeaturesRoute, MMDFeaturesRoute
 from skdptest.kernel._route_hsic_blocked import HSICBlockedRoute
 from skdptest.kernel._route_mmd_aggregate import MMDAggregateRoute
+from skdptest.kernel._route_mmd_cyclic import MMDCyclicRoute
 from skdptest.kernel._route_mmd_exact import MMDExactRoute
 
-ROUTES = [MMDExactRoute, MMDAggregateRoute, MMDFeaturesRoute, MMDDaskFeaturesRoute,
+ROUTES = [MMDExactRoute, MMDAggregateRoute, MMDCyclicRoute, MMDFeaturesRoute, MMDDaskFeaturesRoute,
           HSICExactRoute, HSICCyclicRoute, HSICAggregateRoute, HSICBlockedRoute,
           HSICFeaturesRoute, HSICDaskFeaturesRoute]
 
@@ -77,7 +78,8 @@ def test_both_estimators_share_the_kernel_base():
 
 @pytest.mark.parametrize("est, X, y, route, method", [
     (DPMMDTest(kernel_params={"gamma": 0.5}), *_mmd_data(), MMDExactRoute, "dpMMD"),
-    (DPMMDTest(), *_mmd_data(), MMDAggregateRoute, "dpMMD aggregate"),
+    (DPMMDTest(cyclic=False), *_mmd_data(), MMDAggregateRoute, "dpMMD aggregate"),
+    (DPMMDTest(cyclic=True), *_mmd_data(), MMDCyclicRoute, "dpMMD cyclic aggregate"),
     (DPMMDTest(method="features", n_components=8), *_mmd_data(), MMDFeaturesRoute,
      "dpMMD features"),
     (DPHSICTest(cyclic=False, kernel_params={"gamma": 1.0}, y_kernel_params={"gamma": 1.0}),

@@ -1,0 +1,247 @@
+"""dpMMD's bandwidth aggregate over the cyclic group (``cyclic=True``; route and computation).
+
+The pooled rows are put in one uniformly random order (drawn from the generator, never
+from the data); the relabellings are the N cyclic shifts ``s = 0 .. N - 1`` of the group
+labels in that order (``s = 0``: the observed labels). Two groups: ``MMD_b^2 = v^T K v``
+with ``v_i = 1/m`` on group 0 and ``-1/n`` on group 1, so the shifted statistic is
+``T_s = sum_ij K_ij v_{i+s} v_{j+s}``: a cyclic quadratic form with ``L = v v^T``, all N
+shifts by FFT (:mod:`._cyclic`). ``L``'s diagonal spectra are computed once per fit and
+shared by the 19 bandwidths; each bandwidth costs one ``exp`` of the held distances (its
+Gram matrix, bit for bit the permutation route's), the transforms of its diagonals
+``0 .. N // 2`` and one inverse transform: ``O(N^2 log N)`` instead of ``N^2 (B + 1)``.
+
+Validity: the cyclic shifts of positions form a group; under H0 the pooled rows are
+exchangeable, so (as for any group of relabellings, and as for dpHSIC's cyclic
+re-pairings) the statistics ``(T_0, ..., T_{N-1})`` are exchangeable and the DP
+permutation p-value over the whole group is valid at every N. Privacy: every ``T_s`` is
+the aggregate statistic of the same rows under a data-independent relabelling with the
+same group sizes: the aggregate's sensitivity holds unchanged; the FFT rounding is a
+certified absolute error (:func:`mmd_cyclic_abs_error`) added to the noise's calibration.
+Two groups only (three or more: ``cyclic=True`` is refused, ``"auto"`` keeps the random
+relabellings).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from joblib import effective_n_jobs
+
+from .._threads import limit_blas, run_in_threads
+from ._bandwidth import (
+    Progress,
+    aggregate_sensitivity,
+    bandwidth_grid,
+    centre_abs_error,
+    map_in_threads,
+    mmd_centre,
+    mmd_centre_constants,
+    trace_abs_error,
+)
+from ._cyclic import (
+    SPECTRA_BLOCK,
+    cyclic_form_abs_error,
+    cyclic_forms,
+    half_diagonal_weights,
+)
+from ._kernelbase import RouteStatistics
+from ._kernels import gram_distances
+from ._route_aggregate import _gram_and_trace, aggregate_holds_distances
+from ._route_mmd_aggregate import MMDAggregateRoute
+from ._testbase import predicted_note
+
+__all__ = [
+    "MMDCyclicRoute",
+    "cyclic_applies",
+    "mmd_cyclic_abs_error",
+    "mmd_cyclic_memory_bytes",
+    "mmd_cyclic_statistics",
+    "mmd_cyclic_work",
+]
+
+_U64 = 2.0**-53
+# "auto" takes the cyclic group once it has at least this many relabellings (or B).
+AUTO_MIN_SHIFTS = 999
+
+
+def cyclic_applies(cyclic, n, n_groups, n_permutations, aggregate):
+    """Whether a dpMMD fit runs over the cyclic group (public sizes and parameters only).
+
+    ``cyclic=True``: yes (the plan refuses it without the aggregate or with three or more
+    groups); ``False``: no; ``"auto"``: for the two-group aggregate when the group has at
+    least ``min(n_permutations, 999)`` relabellings (``N - 1``) and the pooled distances
+    are held (:func:`._route_aggregate.aggregate_holds_distances`).
+    """
+    if cyclic != "auto":
+        return bool(cyclic)
+    return (aggregate and n_groups == 2 and n - 1 >= min(n_permutations, AUTO_MIN_SHIFTS)
+            and aggregate_holds_distances(n, n_groups, n_permutations))
+
+
+def mmd_cyclic_abs_error(sizes, kappa, diameter):
+    """Certified bound on the float64 error of each computed ``MMD_b`` of the cyclic
+    route (the Gram values as evaluated taken as exact; |K| <= kappa).
+
+    ``T_s = sum_ij K_ij L_{i+s,j+s}`` with ``L = v v^T``: ``sum_ij |K_ij L_ij| <= kappa
+    ||v||_1^2 = 4 kappa`` bounds every ``|T_s|``, and by Cauchy-Schwarz over the diagonals
+    ``sum_d ||a_d|| ||b_d|| <= ||K||_F ||L||_F <= kappa N (1/m + 1/n)``. ``L``'s entries
+    ``v_i v_j`` are within ``4 u`` (relative) of exact. :func:`._cyclic.cyclic_form_abs_error`
+    bounds the error of ``T_s``; then ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)`` (a, b >= 0)
+    and the rounding of the square root (``2 u D``).
+    """
+    m, k = (int(s) for s in sizes)
+    n = m + k
+    err_t = cyclic_form_abs_error(n, kappa * n * (1.0 / m + 1.0 / k), 4.0 * kappa,
+                                  coefficient_rounding=4 * _U64)
+    return math.sqrt(err_t) + 2 * _U64 * diameter
+
+
+def _workers(n_jobs, n_gammas):
+    return 1 if n_jobs is None or n_jobs == 1 else min(n_gammas,
+                                                       max(1, int(effective_n_jobs(n_jobs))))
+
+
+def mmd_cyclic_memory_bytes(n, n_gammas=19, n_jobs=None, *, eval_bytes=16):
+    """Planned peak memory, in bytes, of :func:`mmd_cyclic_statistics` (an upper bound).
+
+    With ``M = 8 N^2`` and ``h = N // 2 + 1`` (the diagonals transformed): the distances
+    (``M``) and their evaluation temporaries (``eval_bytes N^2``, while the label spectra
+    are formed: ``16 h^2`` plus their gathered block), then per concurrent bandwidth
+    (``n_jobs``) a Gram buffer (``M``) and one block of gathered diagonals with their
+    spectra (``24 N SPECTRA_BLOCK``), plus the statistics and 1 MiB of small arrays.
+    """
+    n = int(n)
+    h = n // 2 + 1
+    M = 8 * n * n
+    block = 24 * n * min(SPECTRA_BLOCK, h) + 16 * h
+    labels = 16 * h * h + 24 * n * min(SPECTRA_BLOCK, h)
+    workers = _workers(n_jobs, n_gammas)
+    return (M + max(int(eval_bytes) * n * n, labels) + 16 * h * h
+            + workers * (M + block) + 8 * n * (n_gammas + 4) + 2**20)
+
+
+def mmd_cyclic_work(n, n_features, n_gammas):
+    """The work of a cyclic aggregate release, in :class:`._timing.MachineRates` units.
+
+    ``exp``: the distances once and one ``exp`` per bandwidth (as the permutation
+    aggregate); ``tri``: the transforms, counted as ``2 N log2 N`` triangular-product
+    units per bandwidth and once for the labels (about ``N / 2`` transforms of length N
+    and the spectrum products; profiled at N = 1000-4000 against the calibration's
+    triangular product).
+    """
+    dist = float(n) * n * (1 + n_features / 8.0)
+    fft = 2.0 * float(n) * n * math.log2(max(n, 2))
+    return {"mask": float(n), "exp": dist + n_gammas * float(n) * n,
+            "tri": (n_gammas + 1) * fft, "n": float(n)}
+
+
+def _label_spectra(v, block=SPECTRA_BLOCK):
+    """The weighted spectra of ``L = v v^T``'s diagonals ``0 .. N // 2``
+    (:func:`._cyclic.cyclic_forms`): ``b_d(i) = v_i v_{(i+d) % N}``."""
+    n = v.size
+    half = n // 2 + 1
+    weights = half_diagonal_weights(n)
+    out = np.empty((half, n // 2 + 1), dtype=np.complex128)
+    rows = np.arange(n)
+    for d0 in range(0, half, block):
+        d1 = min(d0 + block, half)
+        b = v[None, :] * v[(rows[None, :] + rows[d0:d1, None]) % n]
+        out[d0:d1] = np.fft.rfft(b, axis=1)
+        out[d0:d1] *= weights[d0:d1, None]
+    return out
+
+
+def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=None,
+                          progress=None, forms=False):
+    """The N statistics of the cyclic bandwidth aggregate (observed first).
+
+    ``rng`` draws one uniformly random order of the rows (``rng.permutation(N)``, nothing
+    else); then for every ``gamma`` of the public grid the statistics ``MMD_b`` of the N
+    cyclic shifts of the labels in that order, minus the centring ``h`` (as the
+    permutation aggregate, :func:`._route_aggregate.mmd_aggregate_statistics`), and their
+    maximum over the grid. Bandwidths run on ``n_jobs`` threads; every value is computed
+    by the same calls whatever ``n_jobs``. ``forms=True`` returns the quadratic forms
+    ``T_s`` of each bandwidth instead (shape ``(len(gammas), N)``; for tests).
+
+    Returns
+    -------
+    statistics : ndarray of shape (N,)
+    """
+    codes = np.asarray(codes)
+    sizes = np.bincount(codes)
+    if sizes.size != 2:
+        raise ValueError("the cyclic route takes two groups")
+    n = codes.size
+    order = rng.permutation(n)
+    X, codes = X[order], codes[order]
+    v = np.where(codes == 0, 1.0 / sizes[0], -1.0 / sizes[1])
+
+    def distances():
+        with limit_blas():  # the same values, no spinning BLAS workers
+            return gram_distances(kernel_name, X)
+
+    spectra, D = run_in_threads([lambda: _label_spectra(v), distances])
+    n_gammas = len(gammas)
+    buffers = [np.empty((n, n)) for _ in range(_workers(n_jobs, n_gammas))]
+    free = list(range(len(buffers)))
+
+    def one(i):
+        slot = free.pop()  # list.pop/append are atomic: each worker its own buffer
+        try:
+            K, trace = _gram_and_trace(D, gammas[i], buffers[slot])
+            T = cyclic_forms(K, spectra)
+        finally:
+            free.append(slot)
+        if progress is not None:
+            progress.step()
+        if forms:
+            return T
+        h = mmd_centre(trace, sizes, kernel.kappa, kernel.nonnegative)[0]
+        return np.sqrt(np.maximum(T, 0.0)) - h
+
+    parts = map_in_threads(one, list(range(n_gammas)), n_jobs)
+    if forms:
+        return np.vstack(parts)
+    return np.max(np.vstack(parts), axis=0)
+
+
+class MMDCyclicRoute(MMDAggregateRoute):
+    """dpMMD's bandwidth aggregate over the N cyclic shifts (``" cyclic aggregate"``)."""
+
+    name = "cyclic aggregate"
+
+    def memory(self, params, n, n_groups):
+        from ._kernels import kernel_eval_bytes
+
+        return mmd_cyclic_memory_bytes(n, 19, params["n_jobs"],
+                                       eval_bytes=kernel_eval_bytes(params["kernel"]))
+
+    def n_statistics(self, params, n):
+        return n
+
+    def work(self, n, n_features, n_groups, params, gammas, median):
+        return mmd_cyclic_work(n, n_features, len(gammas))
+
+    def adjust(self, params, X, sizes, kernel, sensitivity, abs_error, method):
+        gammas = bandwidth_grid(params["kernel"], X.shape[1])
+        constants = mmd_centre_constants(sizes, kernel.kappa, kernel.nonnegative)
+        sensitivity = aggregate_sensitivity(sensitivity, constants)
+        abs_error = mmd_cyclic_abs_error(sizes, kernel.kappa, kernel.diameter)
+        abs_error += centre_abs_error(constants, trace_abs_error(int(sizes.sum()),
+                                                                 kernel.kappa),
+                                      2.0 * kernel.diameter)
+        return gammas, sensitivity, abs_error, method + " cyclic aggregate"
+
+    def statistics(self, plan, X, y, rng):
+        n = X.shape[0]
+        progress = Progress(plan.progress, len(plan.gammas), "bandwidths")
+        progress.message(
+            f"dpMMD cyclic aggregate: {len(plan.gammas)} bandwidths x {n} cyclic shifts "
+            f"by FFT on N = {n} rows" + predicted_note(plan)
+            + ("" if plan.n_jobs not in (None, 1) else
+               "; n_jobs=-1 computes the bandwidths on all cores"))
+        stats = mmd_cyclic_statistics(X, plan.codes, rng, plan.kernel, plan.gammas,
+                                      plan.kernel_name, n_jobs=plan.n_jobs,
+                                      progress=progress)
+        return RouteStatistics(stats)

@@ -1,0 +1,411 @@
+"""dpMMD's bandwidth aggregate over the cyclic group (``cyclic=True``, issue 20 item 2).
+
+Statistics against their definition (the permutation route's statistic on the shifted
+labels of the randomly ordered rows), the certified FFT error against exact rational
+arithmetic, privacy (brute-force neighbours, the grey-box audit and its halved-noise
+mutant), validity (exact enumeration at tiny N by default, Monte Carlo in the slow
+suite, each with a mutant it catches), threads, route choice and memory plan.
+"""
+
+import dataclasses as dc
+import math
+import tracemalloc
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from skdptest import DPMMDTest, FixedRandomStateWarning, PrivacyLeakWarning
+from skdptest._params import InvalidParameterError
+from skdptest.kernel import _results as results_mod
+from skdptest.kernel._bandwidth import bandwidth_grid, mmd_centre
+from skdptest.kernel._cyclic import (
+    cyclic_form_abs_error,
+    cyclic_forms,
+    diagonal_spectra,
+    half_diagonal_weights,
+)
+from skdptest.kernel._kernels import resolve_kernel
+from skdptest.kernel._route_exact import _trace_hkh, mmd_abs_error, mmd_permutation_statistics
+from skdptest.kernel._route_mmd_aggregate import MMDAggregateRoute
+from skdptest.kernel._route_mmd_cyclic import (
+    MMDCyclicRoute,
+    _label_spectra,
+    mmd_cyclic_abs_error,
+    mmd_cyclic_statistics,
+)
+from skdptest.kernel._route_mmd_exact import MMDExactRoute
+
+_U = 2.0**-53
+
+
+def _fit(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FixedRandomStateWarning)
+        return est.fit(X, y)
+
+
+def _two_groups(m, n, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(m + n, d)) * 3.0, np.repeat([0, 1], [m, n])
+
+
+def _explicit(X, codes, seed, name):
+    """The cyclic aggregate by its definition: the rows in the order ``seed`` draws, the
+    labels shifted by s, the permutation route's statistic of each, minus the centring."""
+    order = np.random.default_rng(seed).permutation(codes.size)
+    Xo, co = X[order], codes[order]
+    sizes = np.bincount(codes)
+    kernel = resolve_kernel(name, None, None, X)
+    rows = []
+    for g in bandwidth_grid(name, X.shape[1]):
+        k = kernel.with_gamma(g)
+        h = mmd_centre(_trace_hkh(Xo, k), sizes, k.kappa, k.nonnegative)[0]
+        # label of position i after shift s: co[(i + s) % N]
+        rows.append([mmd_permutation_statistics(Xo, np.roll(co, -s), 1,
+                                                np.random.default_rng(0), k)[0] - h
+                     for s in range(codes.size)])
+    return np.max(np.array(rows), axis=0)
+
+
+@pytest.mark.parametrize("name, m, n", [("rbf", 6, 6), ("laplacian", 5, 8), ("rbf", 4, 9),
+                                        ("laplacian", 7, 7)])
+def test_statistics_equal_the_explicit_definition(name, m, n):
+    X, y = _two_groups(m, n, seed=m + n)
+    est = DPMMDTest(kernel=name, cyclic=True, random_state=3)
+    plan = est._prepare(X, y, reset=True).plan
+    assert type(plan.route) is MMDCyclicRoute and plan.n_permutations == m + n - 1
+    got = mmd_cyclic_statistics(X, y, np.random.default_rng(3), plan.kernel, plan.gammas, name)
+    ref = _explicit(X, y, 3, name)
+    # both are within their certified bounds of the exact values
+    tol = plan.abs_error + mmd_abs_error([m, n], 1.0, math.sqrt(2))
+    assert got.shape == (m + n,)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol)
+    # the release runs these statistics (same generator: the same order)
+    stats = plan.route.statistics(plan, X, y, np.random.default_rng(3)).values
+    np.testing.assert_array_equal(stats, got)
+
+
+def test_half_diagonals_give_the_full_correlation():
+    # diagonal N - d of a symmetric pair gives the same correlation as diagonal d
+    rng = np.random.default_rng(1)
+    for n in (7, 8):
+        A = rng.normal(size=(n, n))
+        K = A + A.T
+        v = rng.normal(size=n)
+        L = np.outer(v, v)
+        full = np.fft.irfft(np.sum(np.conj(diagonal_spectra(K)) * diagonal_spectra(L),
+                                   axis=0), n=n)
+        half = cyclic_forms(K, diagonal_spectra(L, n // 2 + 1)
+                            * half_diagonal_weights(n)[:, None])
+        direct = [np.roll(v, -s) @ K @ np.roll(v, -s) for s in range(n)]
+        np.testing.assert_allclose(half, full, atol=1e-12)
+        np.testing.assert_allclose(half, direct, atol=1e-12)
+        np.testing.assert_allclose(_label_spectra(v), diagonal_spectra(L, n // 2 + 1)
+                                   * half_diagonal_weights(n)[:, None], atol=1e-14)
+
+
+def _exact_forms(K, v):
+    n = len(v)
+    Kf = [[Fraction(float(x)) for x in row] for row in K]
+    out = []
+    for s in range(n):
+        w = [v[(i + s) % n] for i in range(n)]
+        out.append(sum(w[i] * sum(Kf[i][j] * w[j] for j in range(n)) for i in range(n)))
+    return out
+
+
+@pytest.mark.parametrize("m, n", [(4, 5), (3, 9), (8, 8)])
+def test_fft_error_is_within_the_certified_bound(m, n):
+    # adversarial Gram matrices (|K| <= 1): all values near 1 (T_s ~ 0 from terms ~ 1: the
+    # worst cancellation), two point masses (0/1 blocks) and random signs; exact
+    # rational reference
+    N = m + n
+    rng = np.random.default_rng(N)
+    codes = rng.permutation(np.repeat([0, 1], [m, n]))
+    v = np.where(codes == 0, 1.0 / m, -1.0 / n)
+    vx = [Fraction(1, m) if c == 0 else Fraction(-1, n) for c in codes]
+    E = rng.uniform(size=(N, N)) * 2.0**-20
+    blocks = (rng.uniform(size=N) < 0.5).astype(float)
+    S = rng.choice([-1.0, 1.0], size=(N, N))
+    bound = cyclic_form_abs_error(N, N * (1.0 / m + 1.0 / n), 4.0, 4 * _U)
+    worst = 0.0
+    for K in (1.0 - (E + E.T) / 2, np.equal.outer(blocks, blocks).astype(float),
+              np.triu(S) + np.triu(S, 1).T):
+        got = cyclic_forms(K, _label_spectra(v))
+        exact = _exact_forms(K, vx)
+        err = max(abs(Fraction(float(g)) - e) for g, e in zip(got, exact, strict=True))
+        worst = max(worst, float(err))
+        assert err <= bound, (float(err), bound)
+        # the sqrt statistic: within the route's eta of sqrt(max(exact, 0))
+        eta = mmd_cyclic_abs_error([m, n], 1.0, 2.0)
+        for g, e in zip(got, exact, strict=True):
+            assert abs(math.sqrt(max(g, 0.0)) - math.sqrt(max(float(e), 0.0))) <= eta
+    assert 0.0 < worst  # rounding happened: the check is not vacuous
+
+
+def test_fft_error_at_a_prime_size_against_long_double():
+    # N = 101 (prime: pocketfft's Bluestein path), near-one kernel (worst cancellation)
+    m, n = 40, 61
+    N = m + n
+    rng = np.random.default_rng(5)
+    E = rng.uniform(size=(N, N)) * 2.0**-10
+    K = 1.0 - (E + E.T) / 2
+    codes = rng.permutation(np.repeat([0, 1], [m, n]))
+    v = np.where(codes == 0, 1.0 / m, -1.0 / n)
+    got = cyclic_forms(K, _label_spectra(v))
+    Kl = K.astype(np.longdouble)
+    vl = np.where(codes == 0, np.longdouble(1) / m, np.longdouble(-1) / n)
+    ref = np.array([np.roll(vl, -s) @ Kl @ np.roll(vl, -s) for s in range(N)])
+    ref_err = 4.0 * N * N * float(np.finfo(np.longdouble).eps)
+    bound = cyclic_form_abs_error(N, N * (1.0 / m + 1.0 / n), 4.0, 4 * _U)
+    err = float(np.max(np.abs(got.astype(np.longdouble) - ref)))
+    assert err <= bound - ref_err, (err, bound)
+
+
+# -- privacy ------------------------------------------------------------------------------
+
+def _point_masses(m, n, far=1e5):
+    X = np.r_[np.zeros(m), np.full(n, far)][:, None]
+    return X, np.repeat([0, 1], [m, n])
+
+
+def test_brute_force_neighbours_move_each_statistic_by_at_most_the_sensitivity():
+    m, n = 6, 9
+    X, y = _point_masses(m, n)
+    plan = DPMMDTest(cyclic=True)._prepare(X, y, reset=True).plan
+    bound = plan.sensitivity + 2 * plan.abs_error
+    base = plan.route.statistics(plan, X, y, np.random.default_rng(0)).values
+    largest = 0.0
+    for row in range(m + n):  # replace each row by an extreme or a point mass
+        for value in (0.0, 1e5, -1e7, 3.0, 1e5 + 0.5):
+            Xn = X.copy()
+            Xn[row] = value
+            other = plan.route.statistics(plan, Xn, y, np.random.default_rng(0)).values
+            change = float(np.max(np.abs(other - base)))
+            assert change <= bound, (row, value, change, bound)
+            largest = max(largest, change)
+    assert largest > 0.5 * plan.sensitivity  # the bound is nearly attained
+
+
+def _worst_pair():
+    rng = np.random.default_rng(0)  # tests/test_audit.py's dpMMD neighbours
+    m0 = rng.normal(size=(20, 1))
+    m1 = m0.copy()
+    m1[-1] = 50.0
+    return m0, m1, np.repeat([0, 1], 10)
+
+
+def _grey(factory):
+    from skdptest.audit import grey_box_audit
+
+    X0, X1, g = _worst_pair()
+    return grey_box_audit(factory, X0, X1, y0=g, y1=g, random_state=0)
+
+
+def _cyclic_factory(r):
+    return DPMMDTest(cyclic=True, random_state=r)
+
+
+def test_grey_box_audit_passes_and_catches_halved_noise(monkeypatch):
+    r = _grey(_cyclic_factory)
+    assert not r.flagged, r.findings
+    assert any(q.measured_change for q in r.quantities), r.quantities
+    from skdptest import _permutation
+
+    honest = _permutation.permutation_noise
+
+    def halved(*args, **kwargs):
+        noise = honest(*args, **kwargs)
+        return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
+
+    monkeypatch.setattr(_permutation, "permutation_noise", halved)
+    r = _grey(_cyclic_factory)
+    assert r.flagged and any("noise scale" in f for f in r.findings), r
+
+
+# -- validity -----------------------------------------------------------------------------
+
+def _rank_pvalues(stats, eta, drop_observed=False):
+    exceed = int(np.sum(stats[1:] >= stats[0] - 2 * eta))
+    if drop_observed:  # the mutant: the observed statistic left out of the reference set
+        return exceed / (stats.size - 1)
+    return (1 + exceed) / stats.size
+
+
+def _enumerated_level(X, m, alpha, drop_observed=False, seed=0):
+    """Exact rejection rate of the (non-private) cyclic rank test over all labellings
+    with group sizes (m, N - m) of the pooled rows X (H0: each equally likely), for the
+    random order that ``seed`` draws (the order is independent of the labels: the same
+    for every labelling)."""
+    from itertools import combinations
+
+    N = X.shape[0]
+    kernel = resolve_kernel("rbf", None, None, X)
+    gammas = bandwidth_grid("rbf", X.shape[1])
+    eta = MMDCyclicRoute().adjust({"kernel": "rbf"}, X, np.array([m, N - m]), kernel,
+                                  1.0, 0.0, "")[2]
+    rejections = total = 0
+    for first in combinations(range(N), m):
+        codes = np.ones(N, dtype=np.int64)
+        codes[list(first)] = 0
+        stats = mmd_cyclic_statistics(X, codes, np.random.default_rng(seed), kernel, gammas,
+                                      "rbf")
+        rejections += _rank_pvalues(stats, eta, drop_observed) <= alpha
+        total += 1
+    return rejections / total
+
+
+@pytest.mark.parametrize("data", ["skewed", "tied"])
+def test_type_one_error_by_exact_enumeration(data):
+    # every labelling of the pooled rows is equally likely under H0: the exact level of
+    # the rank test over the cyclic group (any random order) is at most alpha; the mutant
+    # that leaves the observed statistic out of its reference set exceeds it
+    rng = np.random.default_rng(2)
+    X = (rng.lognormal(sigma=2.0, size=(5, 1)) if data == "skewed"
+         else np.array([[0.0], [0.0], [1.0], [1.0], [7.0]]))
+    for seed in (0, 1):
+        assert _enumerated_level(X, 2, 0.25, seed=seed) <= 0.25
+    if data == "skewed":  # (with ties the mutant's extra rejections may tie away)
+        assert _enumerated_level(X, 2, 0.25, drop_observed=True) > 0.25
+
+
+def _null_data(kind, m, n, rng):
+    if kind == "lognormal":
+        X = rng.lognormal(sigma=1.5, size=(m + n, 2))
+    elif kind == "cauchy":
+        X = rng.standard_cauchy(size=(m + n, 2))
+    else:  # ties
+        X = rng.integers(0, 3, size=(m + n, 1)).astype(float)
+    return X, np.repeat([0, 1], [m, n])
+
+
+def _level(kind, reps, alpha, seed, m=4, n=6):
+    rng = np.random.default_rng(seed)
+    est = DPMMDTest(cyclic=True, epsilon=4.0, alpha=alpha, random_state=rng)
+    rejections = sum(bool(_fit(est, *_null_data(kind, m, n, rng)).result_.reject)
+                     for _ in range(reps))
+    return rejections / reps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["lognormal", "cauchy", "ties"])
+def test_type_one_error_monte_carlo(kind):
+    # the DP release over the cyclic group (N = 10, unequal sizes, B = 9): binomial
+    # tolerance alpha + 2 SE at alpha = 0.25
+    reps, alpha = 2000, 0.25
+    rate = _level(kind, reps, alpha, seed=11)
+    assert rate <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / reps), rate
+
+
+@pytest.mark.slow
+def test_type_one_error_monte_carlo_catches_the_dropped_observation(monkeypatch):
+    # the same check with the observed statistic left out of the core's reference set
+    # (p = exceedances / B instead of (1 + exceedances) / (B + 1)): level about 0.3
+    honest = results_mod.dp_permutation_pvalue
+
+    def mutant(stats, *args, **kwargs):
+        res = honest(stats, *args, **kwargs)
+        k = round(res.pvalue * stats.size) - 1
+        return res._replace(pvalue=k / (stats.size - 1))
+
+    monkeypatch.setattr(results_mod, "dp_permutation_pvalue", mutant)
+    reps, alpha = 2000, 0.25
+    rate = _level("lognormal", reps, alpha, seed=11)
+    assert rate > alpha + 2 * math.sqrt(alpha * (1 - alpha) / reps), rate
+
+
+# -- threads, route choice, refusals, memory ---------------------------------------------
+
+def test_values_do_not_depend_on_n_jobs_or_blas_threads():
+    X, y = _two_groups(70, 90, seed=4)
+    kernel = resolve_kernel("rbf", None, None, X)
+    gammas = bandwidth_grid("rbf", 2)
+    ref = mmd_cyclic_statistics(X, y, np.random.default_rng(1), kernel, gammas, "rbf")
+    for n_jobs in (2, 3, -1):
+        got = mmd_cyclic_statistics(X, y, np.random.default_rng(1), kernel, gammas, "rbf",
+                                    n_jobs=n_jobs)
+        np.testing.assert_array_equal(got, ref)
+    for threads in (1, 2, 3):
+        with threadpool_limits(threads):
+            got = mmd_cyclic_statistics(X, y, np.random.default_rng(1), kernel, gammas, "rbf")
+        np.testing.assert_array_equal(got, ref)
+
+
+def _route(n, groups=2, **kw):
+    X = np.zeros((n, 1))
+    y = np.arange(n) % groups
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        return type(DPMMDTest(max_time=1e9, **kw)._prepare(X, y, reset=True).plan.route)
+
+
+def test_auto_picks_the_route_from_public_sizes():
+    assert _route(999) is MMDAggregateRoute  # N - 1 = 998 < min(2000, 999)
+    assert _route(1000) is MMDCyclicRoute
+    assert _route(1000, cyclic=False) is MMDAggregateRoute
+    assert _route(1000, groups=3) is MMDAggregateRoute  # two groups only
+    assert _route(1000, kernel_params={"gamma": 1.0}) is MMDExactRoute
+    assert _route(101, n_permutations=100) is MMDCyclicRoute
+    assert _route(100, n_permutations=100) is MMDAggregateRoute
+    assert _route(30, cyclic=True) is MMDCyclicRoute
+
+
+def test_cyclic_true_is_refused_where_it_does_not_apply_and_warns_for_n_permutations():
+    X, y = _two_groups(10, 10)
+    with pytest.raises(InvalidParameterError, match="cyclic=True needs the bandwidth"):
+        DPMMDTest(cyclic=True, kernel_params={"gamma": 1.0}).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="cyclic=True needs the bandwidth"):
+        DPMMDTest(cyclic=True, method="features").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="cyclic=True takes two groups"):
+        DPMMDTest(cyclic=True).fit(X, np.arange(20) % 3)
+    with pytest.raises(InvalidParameterError, match="cyclic"):
+        DPMMDTest(cyclic="yes").fit(X, y)
+    with pytest.warns(PrivacyLeakWarning, match="n_permutations=99 is ignored: cyclic=True"):
+        est = _fit(DPMMDTest(cyclic=True, n_permutations=99, random_state=0), X, y)
+    assert est.result_.method == "dpMMD cyclic aggregate"
+    assert est.result_.n_permutations == 19
+
+
+@pytest.mark.parametrize("n", [120, 240])
+def test_peak_memory_is_within_the_plan(n):
+    X, y = _two_groups(n // 2, n - n // 2, d=3, seed=n)
+    est = DPMMDTest(cyclic=True, random_state=0)
+    plan = est._prepare(X, y, reset=True).plan.memory_bytes
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        _fit(est, X, y)
+        peak = tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+    assert 0.15 * plan <= peak <= plan, (peak, plan)
+
+
+def test_release_equals_direct_statistics_and_noise():
+    # the route contract (tests/kernel/test_routes_contract.py): a seeded release is the
+    # statistics function plus the core's documented noise, with the aggregate's
+    # sensitivity and the cyclic rounding bound computed independently here
+    from skdptest._permutation import dp_permutation_pvalue
+    from skdptest.kernel._bandwidth import (
+        aggregate_sensitivity,
+        centre_abs_error,
+        mmd_centre_constants,
+        trace_abs_error,
+    )
+
+    X, y = _two_groups(30, 34, seed=8)
+    res = _fit(DPMMDTest(cyclic=True, random_state=np.random.default_rng(5)), X, y).result_
+    rng = np.random.default_rng(5)
+    kernel = resolve_kernel("rbf", None, None, X)
+    stats = mmd_cyclic_statistics(X, y, rng, kernel, bandwidth_grid("rbf", 2), "rbf")
+    constants = mmd_centre_constants(np.array([30, 34]), 1.0, True)
+    sens = aggregate_sensitivity(math.sqrt(2) / 30, constants)
+    eta = (mmd_cyclic_abs_error([30, 34], 1.0, math.sqrt(2))
+           + centre_abs_error(constants, trace_abs_error(64, 1.0), 2 * math.sqrt(2)))
+    ref = dp_permutation_pvalue(stats, sens, 1.0, 0.0, rng, abs_error=eta)
+    assert (res.sensitivity, res.abs_error) == (sens, eta)
+    assert res.pvalue == ref.pvalue and res.noise == ref.noise
+    assert res.method == "dpMMD cyclic aggregate" and res.n_permutations == 63
