@@ -237,7 +237,7 @@ def test_halved_noise_fails_the_stream_privacy_check(monkeypatch):
     assert diff / b > 1.5 * eps
 
 
-def _exact_noise(monkeypatch, eps, n_rows=4000):
+def _exact_noise(monkeypatch, eps, n_rows=2400):
     draws = []
     real = BinaryExact.release
 
@@ -302,8 +302,8 @@ def test_exact_stream_noise_is_two_sided_geometric_at_rate_epsilon(monkeypatch):
     """The count has replace-one sensitivity 1: two-sided geometric noise at rate ε makes
     each batch ε-DP. A statistical audit of the noise actually added (chi-square)."""
     eps = 0.7
-    z = _exact_noise(monkeypatch, eps)
-    assert z.size >= 900
+    z = _exact_noise(monkeypatch, eps)  # 600 draws (batches of 4 rows)
+    assert z.size >= 540
     assert _geometric_audit_pvalue(z, eps) > 1e-3
 
 
@@ -312,6 +312,7 @@ def test_exact_stream_halved_noise_fails_the_geometric_audit(monkeypatch):
     monkeypatch.setattr(exact_module, "two_sided_geometric",
                         lambda rng, rate: real(rng, 2 * rate))
     z = _exact_noise(monkeypatch, 0.7)
+    # 600 draws: p = 4e-39 (1000 draws: 2e-72); the honest draws above: p = 0.80
     assert _geometric_audit_pvalue(z, 0.7) < 1e-6
 
 
