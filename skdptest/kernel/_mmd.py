@@ -138,7 +138,8 @@ class DPMMDTest(KernelTestBase):
         p-value, no extra privacy cost and no need to standardise the data
         (see ``skdptest/kernel/_bandwidth.py`` and doc/kernel_tests.md for the
         validity and sensitivity proofs); about 19 times the work of one
-        bandwidth.
+        bandwidth with random relabellings, a few products' worth over the
+        cyclic group (the default from N = 1000 on, see ``cyclic``).
     kernel_params : dict, default=None
         Keyword arguments of the kernel (``gamma``, ``degree``, ... for named
         kernels; hyperparameters set on a copy of a GP kernel; keyword arguments
@@ -162,7 +163,25 @@ class DPMMDTest(KernelTestBase):
     alpha : float, default=0.05
         Level of the test, in (0, 1).
     n_permutations : int, default=2000
-        Number B of random relabellings, in [1, 10**6].
+        Number B of random relabellings, in [1, 10**6]. With ``cyclic`` in force
+        the N - 1 cyclic shifts are used instead, and a value other than the
+        default raises :class:`~skdptest.PrivacyLeakWarning`.
+    cyclic : bool or "auto", default="auto"
+        True: the bandwidth aggregate over the cyclic group: the pooled rows are
+        put in one uniformly random order (from the generator, never the data)
+        and the relabellings are the N cyclic shifts of the labels in that order
+        (B = N - 1, ``n_permutations`` ignored), all computed by FFT in
+        O(N^2 log N) per bandwidth instead of O(N^2 B). An exact randomization
+        test over a group (under H0 the pooled rows are exchangeable), with the
+        same sensitivity; the FFT's certified rounding bound is added to
+        ``abs_error``. Two groups and the aggregate (rbf or laplacian without
+        a ``gamma``, ``method="exact"``) only: otherwise ``True`` is refused.
+        False: B random relabellings. "auto" (default): cyclic for the two-group
+        aggregate when N - 1 >= min(n_permutations, 999) and the pooled
+        distances are held (N <= 5792), so the default fit is cyclic from
+        N = 1000 on (about 2-4 products N x N by N x 2001 at N = 1000-4000, see
+        doc/kernel_tests.md) and smaller fits keep B random relabellings.
+        ``result_.method`` is then "dpMMD cyclic aggregate".
     max_memory : int, default=4 * 2**30
         Public limit, in bytes, on the planned peak memory of a release, an
         upper bound (see :func:`mmd_memory_bytes`; about 1 GiB at most with the
@@ -329,7 +348,9 @@ class DPMMDTest(KernelTestBase):
     N <= 5792: evaluated while the relabellings are drawn in a thread, then one
     triangular product per column chunk). The bandwidth aggregate holds the pooled
     distances instead (same limit): computed once per fit, one ``exp`` and one
-    triangular product per bandwidth, the relabellings drawn once for all. With
+    triangular product per bandwidth, the relabellings drawn once for all; over
+    the cyclic group (``cyclic``) one ``exp`` and the FFTs of half the cyclic
+    diagonals per bandwidth, the labels' spectra once per fit. With
     more than ``MANY_GROUPS`` (16) groups, each relabelling costs one sparse
     one-hot by kernel product instead (O(N^2) rather than O(G N^2)).
     Everything that can refuse the input (parameters, labels, kernel, memory)

@@ -409,3 +409,18 @@ def test_release_equals_direct_statistics_and_noise():
     assert (res.sensitivity, res.abs_error) == (sens, eta)
     assert res.pvalue == ref.pvalue and res.noise == ref.noise
     assert res.method == "dpMMD cyclic aggregate" and res.n_permutations == 63
+
+
+def test_max_time_and_progress_use_the_cyclic_work_model(capsys):
+    from skdptest.kernel._route_mmd_cyclic import mmd_cyclic_work
+
+    X, y = _two_groups(20, 20)
+    with pytest.raises(InvalidParameterError, match="max_time"):
+        DPMMDTest(cyclic=True, max_time=1e-9).fit(X, y)
+    _fit(DPMMDTest(cyclic=True, verbose=1, random_state=0), X, y)
+    err = capsys.readouterr().err
+    assert "dpMMD cyclic aggregate: 19 bandwidths x 40 cyclic shifts" in err
+    assert "bandwidths 19/19 done" in err
+    # the model is a public function of the sizes: N^2 log N transforms, not N^2 (B + 1)
+    small, large = mmd_cyclic_work(1000, 2, 19), mmd_cyclic_work(2000, 2, 19)
+    assert 4 < large["tri"] / small["tri"] < 4.5
