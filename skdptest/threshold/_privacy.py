@@ -24,6 +24,7 @@ the function the search itself uses, including the rate-cap safeguard.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 
@@ -161,17 +162,40 @@ def _log_counted(k, m, mu_count, mu_other, chunk=2048):
         full = np.flatnonzero(~never & ~always)
         c = np.arange(k, dtype=float)
         rest = m - c  # K + L ≤ m  ⟺  L ≤ m − K
+        # Pr[L ≤ j] and Pr[L > j] for j = lo..m (the values of rest ≥ 0) from one
+        # incomplete gamma each, then by adding the pmf terms in log space (sums of
+        # positive terms: no cancellation, and no underflow where one term is tiny)
+        lo = max(m - k + 1, 0)
+        j = np.arange(lo, m + 1, dtype=float)
+        col = np.where(rest >= 0, m - np.minimum(c, m) - lo, 0).astype(int)
         for a in range(0, full.size, chunk):
             idx = full[a:a + chunk]
             mk, ml = mu_count[idx, None], mu_other[idx, None]
             log_pmf = special.xlogy(c, mk) - mk - special.gammaln(c + 1.0)
-            log_le = np.where(rest >= 0, np.log(special.pdtr(np.maximum(rest, 0), ml)),
-                              -np.inf)
-            log_gt = np.where(rest >= 0, np.log(special.pdtrc(np.maximum(rest, 0), ml)),
-                              0.0)
+            log_pmf_l = special.xlogy(j, ml) - ml - special.gammaln(j + 1.0)
+            log_cdf = np.concatenate([np.log(special.pdtr(lo, ml)), log_pmf_l[:, 1:]], axis=1)
+            log_cdf = np.logaddexp.accumulate(log_cdf, axis=1)
+            log_sf = np.concatenate([log_pmf_l[:, 1:], np.log(special.pdtrc(m, ml))], axis=1)
+            log_sf = np.logaddexp.accumulate(log_sf[:, ::-1], axis=1)[:, ::-1]
+            log_le = np.where(rest >= 0, log_cdf[:, col], -np.inf)
+            log_gt = np.where(rest >= 0, log_sf[:, col], 0.0)
             le[idx] = special.logsumexp(log_pmf + log_le, axis=1)
             gt[idx] = special.logsumexp(log_pmf + log_gt, axis=1)
     return le, gt
+
+
+@functools.lru_cache(maxsize=32)
+def _cached_step_logs(sp, eps_t, q, h, n_r, work):
+    """:func:`_step_logs` on the nodes ``arange(n_r + 1) * h``, memoised.
+
+    A pure function of hashable arguments (``sp`` is a NamedTuple of numbers), so an
+    audit comparing neighbours computes each (step, q_t) once: in the neighbours of a
+    corner check most steps keep their q_t. The arrays returned are read-only.
+    """
+    out = _step_logs(sp, eps_t, q, np.arange(n_r + 1) * h, h, work)
+    for a in out:
+        a.setflags(write=False)
+    return out
 
 
 def _step_logs(sp, eps_t, q, r_nodes, h, work="poisson"):
@@ -304,7 +328,7 @@ def exact_output_log_probabilities(p, epsilons, p_star=0.5, deltas=None, *, epsi
     out = np.empty(T + 1)
     for t, sp in enumerate(sps):
         q = sp.phi + (1.0 - 2.0 * sp.phi) * float(p[t])
-        log_a, log_r = _step_logs(sp, epsilons[t], q, r_nodes, h, work)
+        log_a, log_r = _cached_step_logs(sp, epsilons[t], q, h, n_r, work)
         out[t] = special.logsumexp(_log_segments(r_nodes, running + log_a))
         running = running + log_r
     out[T] = special.logsumexp(_log_segments(r_nodes, running))

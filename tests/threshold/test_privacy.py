@@ -25,7 +25,7 @@ from skdptest.threshold import (
     RandomizedResponse,
     exact_output_log_probabilities,
 )
-from skdptest.threshold._gtm import _search
+from skdptest.threshold._gtm import _search, _steps
 
 TOL = 1e-4
 EPS = 1.0
@@ -142,30 +142,68 @@ def test_quadrature_converges():
     assert np.max(np.abs(law(p, 0.25) - fine_p)) < 1e-4
 
 
-@pytest.mark.parametrize("work, eps_t, p_star, epsilon",
-                         [("poisson", 0.25, 0.5, EPS), ("constant", 0.05, 0.5, EPS),
-                          pytest.param("constant", 0.1, 0.95, 0.5, marks=pytest.mark.slow)],
-                         ids=["poisson", "constant-direct", "constant-flip"])
-def test_output_law_matches_the_shipped_search(work, eps_t, p_star, epsilon):
-    """The law integrated equals the frequencies of the shipped search (same code path)."""
-    bits = [-1, -1, 1]
+def _search_frequencies(bits, eps_t, p_star, epsilon, work, n, seed=12345, mutate=None):
+    """Output counts over {1, 2, 3, never} of ``n`` runs of the shipped search.
+
+    The steps are computed once by ``_steps``, as the estimator's plan does, and passed
+    to ``_search``; ``mutate`` (a function of a step) alters them to model a search whose
+    noise is not the one the integrator assumes.
+    """
     mechs = [RandomizedResponse(lambda X, y, b=b: b > 0, eps_t) for b in bits]
-    expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon,
-                          work=work))
-    rng = np.random.default_rng(12345)
-    n = 3000
-    counts = np.zeros(4)
+    privacy, p_stars = [(eps_t, 0.0)] * len(bits), [p_star] * len(bits)
+    kwargs = dict(epsilon=epsilon, failure_probability=0.1, approximation=1.5, theta=1.0)
+    steps = _steps(privacy, p_stars, **kwargs)
+    if mutate is not None:
+        steps = [mutate(sp) for sp in steps]
+    rng = np.random.default_rng(seed)
+    counts = np.zeros(len(bits) + 1)
     X = np.zeros((1, 1))
     for _ in range(n):
-        i = _search(mechs, [(eps_t, 0.0)] * 3, [p_star] * 3, X, None, rng, epsilon=epsilon,
-                    failure_probability=0.1, approximation=1.5, theta=1.0, work=work)
-        counts[3 if i is None else i] += 1
+        i = _search(mechs, privacy, p_stars, X, None, rng, work=work, steps=steps, **kwargs)
+        counts[-1 if i is None else i] += 1
+    return counts
+
+
+def _chisquare_pvalue(counts, expected):
+    n = counts.sum()
     keep = expected * n >= 5
     obs = np.append(counts[keep], counts[~keep].sum())
     exp = np.append(expected[keep], expected[~keep].sum()) * n
     if exp[-1] == 0:
         obs, exp = obs[:-1], exp[:-1]
-    assert stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue > 1e-3
+    return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
+
+
+# bits (+1, -1, +1) at eps_t = 0.1, p* = 0.95, eps = 1: step 1 takes the flip branch,
+# steps 2 and 3 the direct one, and every output has probability >= 0.02, so a search
+# whose threshold noise R or step noise nu is halved (the integrator unchanged) moves
+# the law by a chi-square noncentrality of 0.059 n and 0.032 n: >= 128 at n = 4000
+# (the former (-1, -1, +1), eps_t = 0.25, p* = 0.5 setting: 0.003 n)
+MIXED = ([1, -1, 1], 0.1, 0.95, EPS)
+
+
+@pytest.mark.parametrize("work, bits, eps_t, p_star, epsilon",
+                         [("poisson", *MIXED), ("constant", *MIXED),
+                          pytest.param("constant", [-1, -1, 1], 0.1, 0.95, 0.5,
+                                       marks=pytest.mark.slow)],
+                         ids=["poisson-mixed", "constant-mixed", "constant-flip"])
+def test_output_law_matches_the_shipped_search(work, bits, eps_t, p_star, epsilon):
+    """The law integrated equals the frequencies of the shipped search (same code path)."""
+    expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon,
+                          work=work))
+    counts = _search_frequencies(bits, eps_t, p_star, epsilon, work, n=4000)
+    assert _chisquare_pvalue(counts, expected) > 1e-3
+
+
+@pytest.mark.parametrize("field", ["b0", "b1"], ids=["threshold-noise/2", "step-noise/2"])
+def test_output_law_check_catches_a_search_with_halved_noise(field):
+    """The check above at the same n rejects a search drawing R (b0) or nu (b1) at half
+    the scale the integrator assumes (p-values 1e-49..1e-28 over seeds 0-2)."""
+    bits, eps_t, p_star, epsilon = MIXED
+    expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon))
+    counts = _search_frequencies(bits, eps_t, p_star, epsilon, "poisson", n=4000,
+                                 mutate=lambda sp: sp._replace(**{field: getattr(sp, field) / 2}))
+    assert _chisquare_pvalue(counts, expected) < 1e-3
 
 
 # -- privacy of the shipped parameters ----------------------------------------------------
