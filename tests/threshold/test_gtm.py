@@ -32,7 +32,7 @@ from skdptest.threshold import (
     gtm_step_parameters,
     poisson_threshold_k,
 )
-from skdptest.threshold._gtm import _search, _simulate_search
+from skdptest.threshold._gtm import _search, _simulate_search, _steps
 
 
 class Coin(ThresholdMechanism):
@@ -463,9 +463,12 @@ def test_shipped_search_accuracy_on_coins(work):
     p_bar = [gtm_p_bar(t + 1, eps_t, 0.5) for t in range(T)]
     mechs = [Coin(p, eps_t) for p in p_bar[:3]] + [Coin(0.5, eps_t)] * 2
     rng = np.random.default_rng(7)
+    # the steps computed once, as the estimator's plan does (the same function)
+    steps = _steps([(eps_t, 0.0)] * T, [0.5] * T, **KW)
     bad = 0
     for _ in range(n):
-        i = _search(mechs, [(eps_t, 0.0)] * T, [0.5] * T, X, None, rng, work=work, **KW)
+        i = _search(mechs, [(eps_t, 0.0)] * T, [0.5] * T, X, None, rng, work=work,
+                    steps=steps, **KW)
         bad += i != 3
     assert bad <= _limit(n)
 

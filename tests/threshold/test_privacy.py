@@ -103,9 +103,13 @@ def mutant(monkeypatch):
 
 
 @pytest.mark.parametrize("work", ["poisson", "constant"])
-@pytest.mark.parametrize("p_star, eps_t", [(0.5, 0.25), (0.99, 0.25), (0.95, 0.05)],
+@pytest.mark.parametrize("p_star, eps_t", [(0.5, 0.25),
+                                           pytest.param(0.99, 0.25, marks=pytest.mark.slow),
+                                           (0.95, 0.05)],
                          ids=["direct", "direct-high-target", "flip"])
 def test_output_law_sums_to_one(p_star, eps_t, work):
+    """Each branch (direct, flip) of each work mode; direct-high-target takes the
+    direct branch's code path again and runs in the slow suite."""
     p = [0.1, 0.6, 0.95]
     lp = law(p, eps_t, p_star, work=work)
     assert lp.shape == (4,)
