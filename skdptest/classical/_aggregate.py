@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from numbers import Integral, Real
@@ -68,8 +69,13 @@ def _split(X, y, design, classes):
     return tuple(x[y == c] for c in classes)
 
 
+@functools.lru_cache(maxsize=1024)
 def _ump_threshold(m, inner_alpha, alpha, rate):
-    """c with P_{α0}(Y + N >= c) = α, Y ~ Binomial(m, α0) (the UMP test's threshold)."""
+    """c with P_{α0}(Y + N >= c) = α, Y ~ Binomial(m, α0) (the UMP test's threshold).
+
+    Memoised: a pure function of public numbers, and the planner asks for the same
+    (m, α0) for every power it compares (and again for every plan at the same n).
+    """
     from scipy import optimize
 
     x = np.arange(m + 1)
@@ -104,14 +110,21 @@ def _t_test_power(design, effect_size):
     (exact for one sample; for two alternating groups the pooled t-test's, which Welch's
     test matches closely at equal variances: a planning figure only)."""
     def power(rows, a0):
-        if design == "one-sample":
-            df, nc = rows - 1, effect_size * math.sqrt(rows)
-        else:
-            n1, n2 = (rows + 1) // 2, rows // 2
-            df, nc = rows - 2, effect_size / math.sqrt(1.0 / n1 + 1.0 / n2)
-        crit = stats.t.ppf(1.0 - a0 / 2.0, df)
-        return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+        return _t_power(design, effect_size, rows, a0)
     return power
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_power(design, effect_size, rows, a0):
+    """:func:`_t_test_power`'s value, memoised (public numbers; a plan and its cached
+    copy, or plans at nearby n, evaluate the same sizes)."""
+    if design == "one-sample":
+        df, nc = rows - 1, effect_size * math.sqrt(rows)
+    else:
+        n1, n2 = (rows + 1) // 2, rows // 2
+        df, nc = rows - 2, effect_size / math.sqrt(1.0 / n1 + 1.0 / n2)
+    crit = stats.t.ppf(1.0 - a0 / 2.0, df)
+    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
 
 
 def _normal_shift_data(design, effect_size):

@@ -131,7 +131,11 @@ def test_off_by_one_mutant_is_caught():
     assert _level(n, theta0, rate, alpha, "greater", pvalue=mutant) > 0.1
 
 
+@pytest.mark.slow
 def test_level_by_simulation():
+    """Slow (800 two-sided p-values, 0.8 s): the same (n, theta0) is held at level alpha
+    exactly, for both alternatives, by ``test_exact_level_and_unbiasedness``; this draws
+    the releases with the shipped Tulap sampler end to end."""
     n, theta0, rate = 10, 0.9, 1.0
     rng = np.random.default_rng(8)
     x = rng.binomial(n, theta0, size=400)
