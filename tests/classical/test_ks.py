@@ -257,7 +257,11 @@ def test_three_groups_and_pandas_input():
     assert 0 < res.pvalue <= 1
 
 
+@pytest.mark.slow
 def test_solve_n_plans_the_two_sample_test():
+    """Slow (0.5 s): solve_n on two labelled groups is the code path and property of
+    test_mannwhitney's ``test_solve_n_plans_the_test`` (0.07 s), which stays in the
+    default run; this one plans the KS test itself."""
     from skdptest.power import solve_n
 
     def shift(n, rng):  # n rows in all, two groups, unit shift
