@@ -1177,8 +1177,9 @@ class PrivacyBudget:
         it, checks the spend with the ledger's accountant and records it: O(1)
         whatever the length of the ledger. Inside :meth:`reserve`, the spend draws
         on the reservation while it covers the spend. Spends that have to wait for
-        the lock are served first come, first served (on SQLite through a queue of
-        tickets, on PostgreSQL by the server's lock queue).
+        the lock are served first come, first served from the moment they are queued
+        (on SQLite, in the order of their tickets, which are issued in a race for the
+        write lock; on PostgreSQL, by the server's lock queue).
 
         Parameters
         ----------
@@ -1269,6 +1270,11 @@ class PrivacyBudget:
         ``_BUSY_TIMEOUT`` (abandoned by a live process, or written by hand) is skipped too,
         so nothing in the queue can do worse than delay. Returns the ticket (``None``:
         none was taken); its row must be deleted in the spend's transaction.
+
+        The guarantee starts at the ticket's transaction: after it, only spends holding
+        earlier tickets (at most one per other spend call) are recorded before this one.
+        The ticket itself is issued in a race for the write lock, which orders nothing: a
+        spend that asked later can get an earlier ticket (doc/privacy_budget.md).
         """
         if _begin_immediate(con, wait=False):
             try:
