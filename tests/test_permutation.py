@@ -7,6 +7,7 @@ exchangeability (a tie-breaking mutant is caught); ε → ∞ gives the non-priv
 the certified bounds/refine path is bit for bit the exact path.
 """
 
+import functools
 import math
 from fractions import Fraction
 
@@ -131,17 +132,30 @@ def _exact_count_law(s, rate, tail=40.0):
 
     Conditions on K_0 = z for |z| <= Z (the rest has mass 2 p^(Z+1) / (1 + p), added to the
     upper bound); given z the count is a sum of independent Bernoulli(P(K_b >= s_0 + z - s_b))."""
+    s = np.asarray(s, dtype=np.int64)
+    # the law depends on the gaps s_0 - s_b only: neighbours that shift every statistic
+    # alike share one computation (read-only arrays: the cache hands out the same ones)
+    return _count_law_of_gaps(tuple(int(g) for g in s[0] - s[1:]), rate, tail)
+
+
+@functools.lru_cache(maxsize=256)
+def _count_law_of_gaps(gaps, rate, tail):
     zmax = int(tail / rate)
     z = np.arange(-zmax, zmax + 1)
     weight = math.tanh(rate / 2) * np.exp(-rate * np.abs(z))
     dist = np.ones((z.size, 1))
-    for sb in s[1:]:
-        q = _survival(s[0] + z - sb, rate)[:, None]
-        dist = np.hstack([dist * (1 - q), np.zeros((z.size, 1))]) + np.hstack(
-            [np.zeros((z.size, 1)), dist * q])
+    for gap in gaps:
+        q = _survival(gap + z, rate)[:, None]
+        # the next count's law: new[k] = dist[k] (1 - q) + dist[k - 1] q
+        new = np.zeros((z.size, dist.shape[1] + 1))
+        new[:, :-1] = dist * (1 - q)
+        new[:, 1:] += dist * q
+        dist = new
     law = weight @ dist
     rest = 2 * math.exp(-rate * (zmax + 1)) / (1 + math.exp(-rate))
-    return law, law + rest
+    upper = law + rest
+    law.flags.writeable = upper.flags.writeable = False
+    return law, upper
 
 
 def _worst_log_ratio(rate, dint, bases):
