@@ -440,22 +440,28 @@ def test_unpickling_checks_the_totals(key, value, error, match):
 # -- concurrency ------------------------------------------------------------------------
 
 
+def _race_unpickled(pickled_budget, *args):
+    race_spend(pickle.loads(pickled_budget), *args)
+
+
 @pytest.mark.parametrize(("total", "step"), [
     pytest.param(100.0, 1.0, id="1x100"),
     pytest.param(1.0, 0.01, id="0.01x100", marks=pytest.mark.slow),
 ])
 def test_processes_racing_never_overspend(total, step):
     budget = PrivacyBudget(epsilon=total)
-    # Separate processes, each with its own connection to the ledger file. A fork server
-    # that imported the library once forks them: four spawned interpreters each importing
-    # numpy, scipy and scikit-learn cost 12 s of CPU, the race itself well under one.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["skdptest"])
+    # Separate processes, each with its own connection to the ledger file and its own
+    # handle, unpickled as a spawned worker's would be. They are forked from this process,
+    # which has imported the library: four spawned interpreters each importing numpy,
+    # scipy and scikit-learn cost 12 s of CPU (a fork server, one import, 2.5 s), the
+    # race itself well under one.
+    ctx = multiprocessing.get_context("fork")
     n_procs, n_tries = 4, 50
     barrier = ctx.Barrier(n_procs)
     queue = ctx.Queue()
     procs = [
-        ctx.Process(target=race_spend, args=(budget, step, n_tries, barrier, queue))
+        ctx.Process(target=_race_unpickled,
+                    args=(pickle.dumps(budget), step, n_tries, barrier, queue))
         for _ in range(n_procs)
     ]
     for p in procs:
