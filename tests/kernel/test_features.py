@@ -1,6 +1,7 @@
 """Random-feature dpMMD / dpHSIC: feature map, exactness, relabellings, sensitivity,
 privacy (halved-noise mutant), chunk independence, API; validity in the slow suite."""
 
+import functools
 import math
 from fractions import Fraction
 
@@ -349,6 +350,7 @@ def test_mmd_sensitivity_brute_force_random(sizes, kind):
     assert worst > delta / 4  # the search does reach the scale of the bound
 
 
+@functools.cache  # computed once: the sensitivity and the noise tests
 def _hsic_worst_change(n, trials=300, kind="fourier", seed=14):
     """Largest change of any of the 6 feature sqrt(HSIC_b) values over random neighbours.
 
@@ -624,6 +626,7 @@ def _squared_mmd(X, codes, omega, n_perm=8):
     return _feature_mmd(X, codes, omega, n_perm, kind="squared")
 
 
+@functools.cache  # computed once: the sensitivity and the noise tests
 def _squared_mmd_worst_change():
     """Largest change of any squared-feature MMD statistic (sizes 4 and 6, D = 1, d = 1)
     when one point moves; a quarter turn makes (phi^T phi')^2 = 0."""
