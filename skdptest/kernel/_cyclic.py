@@ -65,24 +65,64 @@ def diagonal_spectra(M, stop=None, *, start=0, block=SPECTRA_BLOCK, out=None):
     return out
 
 
-def cyclic_forms(K, weighted_spectra, *, block=SPECTRA_BLOCK):
+def half_diagonals(M, out=None):
+    """The cyclic diagonals ``0 .. n // 2`` of ``M`` as rows: ``out[d, i] = M[i, (i + d) % n]``
+    (two ``np.diagonal`` slices each, copied exactly)."""
+    n = M.shape[0]
+    if out is None:
+        out = np.empty((n // 2 + 1, n), dtype=M.dtype)
+    for d in range(out.shape[0]):
+        out[d, :n - d] = np.diagonal(M, d)
+        out[d, n - d:] = np.diagonal(M, d - n)
+    return out
+
+
+def diagonal_forms(rows, n, weighted_spectra, *, block=SPECTRA_BLOCK, n_threads=1):
+    """``T_s`` for s = 0 .. n - 1 from the diagonals ``0 .. n // 2`` of a symmetric ``K``.
+
+    ``rows(d0, d1)`` returns those diagonals of ``K`` as rows (shape ``(d1 - d0, n)``, a
+    fresh or scratch array it may overwrite); ``weighted_spectra`` the weighted spectra of
+    ``L``'s (see :func:`cyclic_forms`). Blocks of ``block`` diagonals are transformed and
+    their spectrum products summed (one ``einsum`` per block) on ``n_threads`` threads;
+    the blocks' partial spectra and ``rows``' sums are then added in block order, so every
+    value is the same whatever ``n_threads``. Returns ``(T, sums)``: ``sums[d]`` is the
+    sum of diagonal d (for the trace terms).
+    """
+    from .._threads import map_dynamic
+
+    half = n // 2 + 1
+    starts = list(range(0, half, block))
+    parts = [None] * len(starts)
+    sums = np.empty(half)
+
+    def one(k, _):
+        d0 = starts[k]
+        d1 = min(d0 + block, half)
+        a = rows(d0, d1)
+        sums[d0:d1] = a.sum(axis=1)
+        fa = np.fft.rfft(a, axis=1)
+        np.conjugate(fa, out=fa)
+        parts[k] = np.einsum("ij,ij->j", fa, weighted_spectra[d0:d1])
+
+    map_dynamic(one, [(k, None) for k in range(len(starts))], n_threads)
+    spectrum = np.zeros(n // 2 + 1, dtype=np.complex128)
+    for part in parts:  # block order
+        spectrum += part
+    return np.fft.irfft(spectrum, n=n), sums
+
+
+def cyclic_forms(K, weighted_spectra, *, block=SPECTRA_BLOCK, n_threads=1):
     """``T_s = sum_ij K_ij L_{i+s, j+s}`` for s = 0 .. n - 1 (``K``, ``L`` symmetric).
 
     ``weighted_spectra``: :func:`diagonal_spectra` of ``L``'s diagonals ``0 .. n // 2``,
     each row multiplied by :func:`half_diagonal_weights` (computed once per fit, shared by
-    every ``K``). ``K``'s diagonals are transformed ``block`` at a time and their
-    spectrum products summed in diagonal order (one ``einsum`` per block, the same calls
-    whatever the thread count), then one inverse transform.
+    every ``K``). :func:`diagonal_forms` on ``K``'s diagonals (the arithmetic of dpMMD's
+    cyclic route, which forms the diagonals from distances instead).
     """
     n = K.shape[0]
-    half = n // 2 + 1
-    spectrum = np.zeros(n // 2 + 1, dtype=np.complex128)
-    for d0 in range(0, half, block):
-        d1 = min(d0 + block, half)
-        fa = diagonal_spectra(K, d1, start=d0, block=block)
-        np.conjugate(fa, out=fa)
-        spectrum += np.einsum("ij,ij->j", fa, weighted_spectra[d0:d1])
-    return np.fft.irfft(spectrum, n=n)
+    diagonals = half_diagonals(K)
+    return diagonal_forms(lambda d0, d1: diagonals[d0:d1], n, weighted_spectra, block=block,
+                          n_threads=n_threads)[0]
 
 
 def fft_relative_error(n):

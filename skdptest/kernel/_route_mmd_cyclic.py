@@ -24,11 +24,12 @@ relabellings).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from joblib import effective_n_jobs
 
-from .._threads import limit_blas, run_in_threads
+from .._threads import blas_threads, limit_blas, run_in_threads
 from ._bandwidth import (
     Progress,
     aggregate_sensitivity,
@@ -42,12 +43,14 @@ from ._bandwidth import (
 from ._cyclic import (
     SPECTRA_BLOCK,
     cyclic_form_abs_error,
-    cyclic_forms,
+    diagonal_forms,
     half_diagonal_weights,
+    half_diagonals,
 )
 from ._kernelbase import RouteStatistics
-from ._kernels import gram_distances
-from ._route_aggregate import _gram_and_trace, aggregate_holds_distances
+from ._kernels import gram_distances, gram_from_distances
+from ._relabel import _TWO_THREADS_MIN
+from ._route_aggregate import aggregate_holds_distances
 from ._route_mmd_aggregate import MMDAggregateRoute
 from ._testbase import predicted_note
 
@@ -102,23 +105,28 @@ def _workers(n_jobs, n_gammas):
                                                        max(1, int(effective_n_jobs(n_jobs))))
 
 
-def mmd_cyclic_memory_bytes(n, n_gammas=19, n_jobs=None, *, eval_bytes=16):
+def mmd_cyclic_memory_bytes(n, n_gammas=19, n_jobs=None, *, eval_bytes=16, threads=None):
     """Planned peak memory, in bytes, of :func:`mmd_cyclic_statistics` (an upper bound).
 
-    With ``M = 8 N^2`` and ``h = N // 2 + 1`` (the diagonals transformed): the distances
-    (``M``) and their evaluation temporaries (``eval_bytes N^2``, while the label spectra
-    are formed: ``16 h^2`` plus their gathered block), then per concurrent bandwidth
-    (``n_jobs``) a Gram buffer (``M``) and one block of gathered diagonals with their
-    spectra (``24 N SPECTRA_BLOCK``), plus the statistics and 1 MiB of small arrays.
+    With ``h = N // 2 + 1`` (the diagonals kept) and ``b = min(SPECTRA_BLOCK, h)``: while
+    the distances are formed, the full matrix (``8 N^2``), its evaluation temporaries
+    (``eval_bytes N^2``) and its kept diagonals (``8 h N``), beside the label spectra
+    being formed (``16 h^2`` and one block, ``24 N b``); then the diagonals and the label
+    spectra, and per thread (``n_jobs`` bandwidths, each on ``threads``: the BLAS thread
+    count in force, when serial) one block of kernel diagonals, their transforms and
+    the block's product (``40 N b``); plus the statistics and 1 MiB of small arrays.
     """
     n = int(n)
     h = n // 2 + 1
-    M = 8 * n * n
-    block = 24 * n * min(SPECTRA_BLOCK, h) + 16 * h
-    labels = 16 * h * h + 24 * n * min(SPECTRA_BLOCK, h)
+    b = min(SPECTRA_BLOCK, h)
     workers = _workers(n_jobs, n_gammas)
-    return (M + max(int(eval_bytes) * n * n, labels) + 16 * h * h
-            + workers * (M + block) + 8 * n * (n_gammas + 4) + 2**20)
+    if threads is None:
+        threads = blas_threads()
+    threads = workers if workers > 1 else max(1, int(threads))
+    diagonals, labels = 8 * h * n, 16 * h * h
+    forming = 8 * n * n + int(eval_bytes) * n * n + diagonals + labels + 24 * n * b
+    computing = diagonals + labels + threads * 40 * n * b
+    return max(forming, computing) + 8 * n * (n_gammas + 4) + 2**20
 
 
 def mmd_cyclic_work(n, n_features, n_gammas):
@@ -160,9 +168,17 @@ def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=
     else); then for every ``gamma`` of the public grid the statistics ``MMD_b`` of the N
     cyclic shifts of the labels in that order, minus the centring ``h`` (as the
     permutation aggregate, :func:`._route_aggregate.mmd_aggregate_statistics`), and their
-    maximum over the grid. Bandwidths run on ``n_jobs`` threads; every value is computed
-    by the same calls whatever ``n_jobs``. ``forms=True`` returns the quadratic forms
-    ``T_s`` of each bandwidth instead (shape ``(len(gammas), N)``; for tests).
+    maximum over the grid. ``forms=True`` returns the quadratic forms ``T_s`` of each
+    bandwidth instead (shape ``(len(gammas), N)``; for tests).
+
+    The pooled distances are computed once and their cyclic diagonals ``0 .. N // 2`` kept
+    as rows (``4 N^2`` bytes; the full matrix is then freed); a bandwidth evaluates its
+    kernel on those diagonals only, block by block (``exp_of_exponents``: the permutation
+    route's Gram values bit for bit, half of them), each block transformed at once
+    (:func:`._cyclic.diagonal_forms`); the centring's ``tr(K)`` and ``1^T K 1`` are the
+    diagonals' weighted sums. Bandwidths run on ``n_jobs`` threads, a bandwidth's blocks
+    on the BLAS thread count in force; every value is computed by the same calls
+    whatever the thread counts.
 
     Returns
     -------
@@ -177,30 +193,34 @@ def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=
     X, codes = X[order], codes[order]
     v = np.where(codes == 0, 1.0 / sizes[0], -1.0 / sizes[1])
 
-    def distances():
+    def distance_diagonals():
         with limit_blas():  # the same values, no spinning BLAS workers
-            return gram_distances(kernel_name, X)
+            return half_diagonals(gram_distances(kernel_name, X))
 
-    spectra, D = run_in_threads([lambda: _label_spectra(v), distances])
-    n_gammas = len(gammas)
-    buffers = [np.empty((n, n)) for _ in range(_workers(n_jobs, n_gammas))]
-    free = list(range(len(buffers)))
+    spectra, Dd = run_in_threads([lambda: _label_spectra(v), distance_diagonals])
+    weights = half_diagonal_weights(n)
+    serial = n_jobs is None or n_jobs == 1 or len(gammas) <= 1
+    threads = (blas_threads() if serial and float(n) * n >= _TWO_THREADS_MIN else 1)
 
     def one(i):
-        slot = free.pop()  # list.pop/append are atomic: each worker its own buffer
-        try:
-            K, trace = _gram_and_trace(D, gammas[i], buffers[slot])
-            T = cyclic_forms(K, spectra)
-        finally:
-            free.append(slot)
+        local = threading.local()
+
+        def rows(d0, d1):
+            buf = getattr(local, "buf", None)
+            if buf is None or buf.shape[0] < d1 - d0:
+                buf = local.buf = np.empty((min(SPECTRA_BLOCK, Dd.shape[0]), n))
+            return gram_from_distances(Dd[d0:d1], gammas[i], buf[:d1 - d0])
+
+        T, sums = diagonal_forms(rows, n, spectra, n_threads=threads)
         if progress is not None:
             progress.step()
         if forms:
             return T
+        trace = float(sums[0]) - float(np.dot(weights, sums)) / n
         h = mmd_centre(trace, sizes, kernel.kappa, kernel.nonnegative)[0]
         return np.sqrt(np.maximum(T, 0.0)) - h
 
-    parts = map_in_threads(one, list(range(n_gammas)), n_jobs)
+    parts = map_in_threads(one, list(range(len(gammas))), n_jobs)
     if forms:
         return np.vstack(parts)
     return np.max(np.vstack(parts), axis=0)

@@ -369,10 +369,10 @@ def test_cyclic_true_is_refused_where_it_does_not_apply_and_warns_for_n_permutat
     assert est.result_.n_permutations == 19
 
 
-@pytest.mark.parametrize("n", [120, 240])
-def test_peak_memory_is_within_the_plan(n):
+@pytest.mark.parametrize("n, n_jobs", [(300, None), (600, 2)])
+def test_peak_memory_is_within_the_plan(n, n_jobs):
     X, y = _two_groups(n // 2, n - n // 2, d=3, seed=n)
-    est = DPMMDTest(cyclic=True, random_state=0)
+    est = DPMMDTest(cyclic=True, random_state=0, n_jobs=n_jobs)
     plan = est._prepare(X, y, reset=True).plan.memory_bytes
     tracemalloc.start()
     try:
@@ -381,7 +381,7 @@ def test_peak_memory_is_within_the_plan(n):
         peak = tracemalloc.get_traced_memory()[1] - before
     finally:
         tracemalloc.stop()
-    assert 0.15 * plan <= peak <= plan, (peak, plan)
+    assert 0.2 * plan <= peak <= plan, (peak, plan)  # the plan is not vacuous
 
 
 def test_release_equals_direct_statistics_and_noise():
