@@ -132,15 +132,15 @@ def mmd_cyclic_memory_bytes(n, n_gammas=19, n_jobs=None, *, eval_bytes=16, threa
 def mmd_cyclic_work(n, n_features, n_gammas):
     """The work of a cyclic aggregate release, in :class:`._timing.MachineRates` units.
 
-    ``exp``: the distances once and one ``exp`` per bandwidth (as the permutation
-    aggregate); ``tri``: the diagonals' gathers, transforms and spectrum products,
-    counted as ``22 N^2 log2 N`` triangular-product units per bandwidth and once for the
-    labels (fitted to the default fit's CPU time at N = 1000 and 2000: predicted 0.31 /
-    1.32 s against 0.34 / 1.45 s measured, d = 2, load about 3).
+    ``exp``: the distances once and, per bandwidth, the kernel on the diagonals
+    ``0 .. N // 2`` (``N^2 / 2`` entries); ``tri``: the transforms and spectrum products,
+    counted as ``9 N^2 log2 N`` triangular-product units per bandwidth and once for the
+    labels (fitted to the default fit's CPU time at N = 1000 and 2000, d = 2: the best
+    of three fits, 0.13 / 0.55 s, against the calibrated rates' exp parts 0.08 / 0.33 s).
     """
     dist = float(n) * n * (1 + n_features / 8.0)
-    fft = 22.0 * float(n) * n * math.log2(max(n, 2))
-    return {"mask": float(n), "exp": dist + n_gammas * float(n) * n,
+    fft = 9.0 * float(n) * n * math.log2(max(n, 2))
+    return {"mask": float(n), "exp": dist + n_gammas * float(n) * n / 2,
             "tri": (n_gammas + 1) * fft, "n": float(n)}
 
 
