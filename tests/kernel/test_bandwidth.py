@@ -73,7 +73,7 @@ def test_grid_is_public_powers_of_two():
 def test_aggregate_sensitivity_formula():
     rng = np.random.default_rng(1)
     X, y = rng.normal(size=(400, 2)), np.repeat([0, 1], 200)
-    res = DPMMDTest(n_permutations=20, random_state=0).fit(X, y).result_
+    res = DPMMDTest(n_permutations=20, cyclic=False, random_state=0).fit(X, y).result_
     base = math.sqrt(2.0) / 200
     # centring share: Delta_c / (2 sqrt f) with rho = 4, G - 1 = 1, w = kappa = 1
     extra = (4 * 3.0 / 400**2) / (2 * math.sqrt(AGGREGATE_FLOOR * 4 / 400))
@@ -184,17 +184,17 @@ def test_n_jobs_gives_bit_identical_statistics(cyclic):
     np.testing.assert_array_equal(_mmd_stats(X, codes, 30, 1, 1), _mmd_stats(X, codes, 30, 1, 2))
     np.testing.assert_array_equal(_hsic_stats(X, Y, 20, 1, cyclic, 1),
                                   _hsic_stats(X, Y, 20, 1, cyclic, 2))
-    r1 = DPMMDTest(n_permutations=30, random_state=2, n_jobs=1).test(X, codes)
-    r2 = DPMMDTest(n_permutations=30, random_state=2, n_jobs=2).test(X, codes)
+    r1 = DPMMDTest(n_permutations=30, cyclic=False, random_state=2, n_jobs=1).test(X, codes)
+    r2 = DPMMDTest(n_permutations=30, cyclic=False, random_state=2, n_jobs=2).test(X, codes)
     assert r1 == r2
 
 
 def test_verbose_progress_on_stderr(capsys):
     rng = np.random.default_rng(7)
     X, y = rng.normal(size=(30, 1)), np.repeat([0, 1], 15)
-    DPMMDTest(n_permutations=10, random_state=0).fit(X, y)
+    DPMMDTest(n_permutations=10, cyclic=False, random_state=0).fit(X, y)
     assert capsys.readouterr().err == ""
-    DPMMDTest(n_permutations=10, random_state=0, verbose=1).fit(X, y)
+    DPMMDTest(n_permutations=10, cyclic=False, random_state=0, verbose=1).fit(X, y)
     err = capsys.readouterr().err
     assert "bandwidths 19/19 done" in err and "ETA" in err and "n_jobs=-1" in err
     DPHSICTest(cyclic=False, n_permutations=5, random_state=0, verbose=1).fit(X, X[:, 0])
