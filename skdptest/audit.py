@@ -71,6 +71,15 @@ _SELECTION_FRACTION = 0.3
 # ---------------------------------------------------------------------------
 def _canonical(value):
     """A hashable, exact encoding of a released value (floats by bit pattern)."""
+    # The built-in scalars first (exact type checks, no ABC lookups): the elements of
+    # every array view land here, and the result is the same as the general branches'.
+    kind = type(value)
+    if kind is float or kind is np.float64:
+        return ("f", float(value).hex())
+    if kind is int or kind is bool or kind is str:
+        return value
+    if kind is np.int64:
+        return int(value)
     if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
         return bool(value) if isinstance(value, np.bool_) else value
     if isinstance(value, numbers.Integral):
