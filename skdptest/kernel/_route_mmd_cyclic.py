@@ -6,9 +6,10 @@ labels in that order (``s = 0``: the observed labels). Two groups: ``MMD_b^2 = v
 with ``v_i = 1/m`` on group 0 and ``-1/n`` on group 1, so the shifted statistic is
 ``T_s = sum_ij K_ij v_{i+s} v_{j+s}``: a cyclic quadratic form with ``L = v v^T``, all N
 shifts by FFT (:mod:`._cyclic`). ``L``'s diagonal spectra are computed once per fit and
-shared by the 19 bandwidths; each bandwidth costs one ``exp`` of the held distances (its
-Gram matrix, bit for bit the permutation route's), the transforms of its diagonals
-``0 .. N // 2`` and one inverse transform: ``O(N^2 log N)`` instead of ``N^2 (B + 1)``.
+shared by the 19 bandwidths; the pooled distances' diagonals ``0 .. N // 2`` are kept, and
+each bandwidth costs one ``exp`` of them (half the Gram matrix, bit for bit the
+permutation route's values), their transforms and one inverse transform:
+``O(N^2 log N)`` instead of ``N^2 (B + 1)``.
 
 Validity: the cyclic shifts of positions form a group; under H0 the pooled rows are
 exchangeable, so (as for any group of relabellings, and as for dpHSIC's cyclic
