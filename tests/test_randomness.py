@@ -170,8 +170,18 @@ def test_nothing_replayable_is_kept_after_a_fit_with_none(cls):
                    []) is None
 
 
-@each
-@pytest.mark.parametrize("random_state", [0, "generator", "legacy"])
+def _fixed_random_state_cases():
+    # Every estimator with an int seed. A Generator or a RandomState takes the same path
+    # (the base class converts and warns at the charge; only _base.py reads random_state),
+    # so in the default run they are checked for one estimator of each base class
+    # (test_common's WITH_BUDGET), for every estimator in the slow run.
+    for cls in ESTIMATOR_CLASSES:
+        for kind in (0, "generator", "legacy"):
+            marks = () if kind == 0 or cls.__name__ in _common.WITH_BUDGET else pytest.mark.slow
+            yield pytest.param(cls, kind, marks=marks, id=f"{kind}-{cls.__name__}")
+
+
+@pytest.mark.parametrize(("cls", "random_state"), list(_fixed_random_state_cases()))
 def test_any_fixed_random_state_warns_at_the_callers_line(cls, random_state):
     kwargs, data = CASES[cls.__name__]
     X, y = data()
