@@ -179,7 +179,7 @@ class DPMMDTest(KernelTestBase):
         False: B random relabellings. "auto" (default): cyclic for the two-group
         aggregate when N - 1 >= min(n_permutations, 999) and the pooled
         distances are held (N <= 5792), so the default fit is cyclic from
-        N = 1000 on (about 2-4 products N x N by N x 2001 at N = 1000-4000, see
+        N = 1000 on (about 1.5-2 products N x N by N x 2001 at N = 1000-4000, see
         doc/kernel_tests.md) and smaller fits keep B random relabellings.
         ``result_.method`` is then "dpMMD cyclic aggregate".
     max_memory : int, default=4 * 2**30
