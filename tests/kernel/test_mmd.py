@@ -413,7 +413,8 @@ def test_bad_parameters_raise_and_charge_nothing(params, exc, match):
 def test_budget_charged_per_fit_and_score_and_refused_when_exhausted():
     Z, y = golden_data()
     budget = PrivacyBudget(1.0)
-    est = DPMMDTest(epsilon=0.4, budget=budget, random_state=0, n_permutations=99)
+    est = DPMMDTest(epsilon=0.4, budget=budget, random_state=0, n_permutations=99,
+                    cyclic=False)
     est.fit(Z, y)
     score = est.score(Z, y)
     assert budget.spent[0] == pytest.approx(0.8)
@@ -425,16 +426,17 @@ def test_budget_charged_per_fit_and_score_and_refused_when_exhausted():
 
 def test_score_is_minus_log_p_value():
     Z, y = golden_data()
-    est = DPMMDTest(random_state=0, n_permutations=99).fit(Z, y)
+    est = DPMMDTest(random_state=0, n_permutations=99, cyclic=False).fit(Z, y)
     # score draws from stream 1 of the same seed: a fit on that generator replays it
-    replay = DPMMDTest(random_state=check_generator(0, stream=1), n_permutations=99)
+    replay = DPMMDTest(random_state=check_generator(0, stream=1), n_permutations=99,
+                       cyclic=False)
     p = replay.fit(Z, y).result_.pvalue
     assert est.score(Z, y) == pytest.approx(-math.log(p))
 
 
 def test_results_and_attributes_hide_the_raw_statistic():
     Z, y = golden_data()
-    est = DPMMDTest(random_state=0, n_permutations=50).fit(Z, y)
+    est = DPMMDTest(random_state=0, n_permutations=50, cyclic=False).fit(Z, y)
     res = est.result_
     numbers = [getattr(res, f.name) for f in fields(res)]
     numbers += [v for v in vars(est).values()]
@@ -449,8 +451,8 @@ def test_results_and_attributes_hide_the_raw_statistic():
 
 def test_reproducible_with_seed():
     Z, y = golden_data()
-    a = DPMMDTest(random_state=3, n_permutations=99).test(Z, y)
-    b = DPMMDTest(random_state=3, n_permutations=99).test(Z, y)
+    a = DPMMDTest(random_state=3, n_permutations=99, cyclic=False).test(Z, y)
+    b = DPMMDTest(random_state=3, n_permutations=99, cyclic=False).test(Z, y)
     assert a == b
 
 
@@ -547,7 +549,7 @@ def test_private_median_bandwidth():
                     n_permutations=9).fit(Z, y)
     med = np.median(euclidean_distances(Z)[np.triu_indices(100, k=1)])
     assert abs(math.log(1 / math.sqrt(est.gamma_)) - math.log(med)) < 0.12
-    assert DPMMDTest(random_state=0, n_permutations=9).fit(Z, y).gamma_ is None
+    assert DPMMDTest(random_state=0, n_permutations=9, cyclic=False).fit(Z, y).gamma_ is None
 
 
 def test_closed_form_diagonal_only_for_public_unit_diagonal_kernels(monkeypatch):
