@@ -205,12 +205,15 @@ def _grey(factory):
     return grey_box_audit(factory, X0, X1, y0=g, y1=g, random_state=0)
 
 
-def _cyclic_factory(r):
-    return DPMMDTest(cyclic=True, random_state=r)
+@pytest.mark.parametrize("cyclic", [True, False])
+def test_grey_box_audit_passes_and_catches_halved_noise(monkeypatch, cyclic):
+    # (False: the permutation aggregate, which tests/test_audit.py's dpMMD case, N = 20
+    # with n_permutations=19, no longer reaches under cyclic="auto")
+    def factory(r):
+        return DPMMDTest(cyclic=cyclic, n_permutations=2000 if cyclic else 19,
+                         random_state=r)
 
-
-def test_grey_box_audit_passes_and_catches_halved_noise(monkeypatch):
-    r = _grey(_cyclic_factory)
+    r = _grey(factory)
     assert not r.flagged, r.findings
     assert any(q.measured_change for q in r.quantities), r.quantities
     from skdptest import _permutation
@@ -222,7 +225,7 @@ def test_grey_box_audit_passes_and_catches_halved_noise(monkeypatch):
         return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
 
     monkeypatch.setattr(_permutation, "permutation_noise", halved)
-    r = _grey(_cyclic_factory)
+    r = _grey(factory)
     assert r.flagged and any("noise scale" in f for f in r.findings), r
 
 
