@@ -177,8 +177,9 @@ class DPMMDTest(KernelTestBase):
         ``abs_error``. Two groups and the aggregate (rbf or laplacian without
         a ``gamma``, ``method="exact"``) only: otherwise ``True`` is refused.
         False: B random relabellings. "auto" (default): cyclic for the two-group
-        aggregate when N - 1 >= min(n_permutations, 999) and the pooled
-        distances are held (N <= 5792), so the default fit is cyclic from
+        aggregate when N - 1 >= min(n_permutations, 999) and its memory plan
+        is within ``max_memory`` (N up to about 11 000 with the default
+        limit; 10 s of CPU at N = 8000), so the default fit is cyclic from
         N = 1000 on (about 1.5-2 products N x N by N x 2001 at N = 1000-4000, see
         doc/kernel_tests.md) and smaller fits keep B random relabellings.
         ``result_.method`` is then "dpMMD cyclic aggregate".
@@ -485,7 +486,7 @@ class DPMMDTest(KernelTestBase):
                 f"cyclic=True takes two groups (the cyclic shifts of one label vector); "
                 f"y has {n_groups} classes. Use cyclic='auto' or False (random "
                 "relabellings).")
-        if not cyclic_applies(params["cyclic"], n, n_groups, params["n_permutations"], True):
+        if not cyclic_applies(params, n, X.shape[1], n_groups, True):
             return MMDAggregateRoute().plan(params, X, groups)
         why = "cyclic=True" if params["cyclic"] is True else (
             f"cyclic='auto' with the bandwidth aggregate and N - 1 = {n - 1} >= "

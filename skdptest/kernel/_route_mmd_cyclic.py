@@ -51,7 +51,6 @@ from ._cyclic import (
 from ._kernelbase import RouteStatistics
 from ._kernels import gram_distances, gram_from_distances
 from ._relabel import _TWO_THREADS_MIN
-from ._route_aggregate import aggregate_holds_distances
 from ._route_mmd_aggregate import MMDAggregateRoute
 from ._testbase import predicted_note
 
@@ -69,18 +68,26 @@ _U64 = 2.0**-53
 AUTO_MIN_SHIFTS = 999
 
 
-def cyclic_applies(cyclic, n, n_groups, n_permutations, aggregate):
+def cyclic_applies(params, n, n_features, n_groups, aggregate):
     """Whether a dpMMD fit runs over the cyclic group (public sizes and parameters only).
 
     ``cyclic=True``: yes (the plan refuses it without the aggregate or with three or more
     groups); ``False``: no; ``"auto"``: for the two-group aggregate when the group has at
-    least ``min(n_permutations, 999)`` relabellings (``N - 1``) and the pooled distances
-    are held (:func:`._route_aggregate.aggregate_holds_distances`).
+    least ``min(n_permutations, 999)`` relabellings (``N - 1``) and the cyclic route's
+    memory plan is within ``max_memory`` (with the defaults, N up to about 11 000).
     """
+    cyclic = params["cyclic"]
     if cyclic != "auto":
         return bool(cyclic)
-    return (aggregate and n_groups == 2 and n - 1 >= min(n_permutations, AUTO_MIN_SHIFTS)
-            and aggregate_holds_distances(n, n_groups, n_permutations))
+    if not (aggregate and n_groups == 2
+            and n - 1 >= min(params["n_permutations"], AUTO_MIN_SHIFTS)):
+        return False
+    from ._kernels import kernel_eval_bytes
+    from ._testbase import with_median_and_data
+
+    memory = mmd_cyclic_memory_bytes(n, 19, params["n_jobs"],
+                                     eval_bytes=kernel_eval_bytes(params["kernel"]))
+    return with_median_and_data(memory, params, n, n_features) <= params["max_memory"]
 
 
 def mmd_cyclic_abs_error(sizes, kappa, diameter):

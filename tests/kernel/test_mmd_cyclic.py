@@ -354,6 +354,9 @@ def test_auto_picks_the_route_from_public_sizes():
     assert _route(101, n_permutations=100) is MMDCyclicRoute
     assert _route(100, n_permutations=100) is MMDAggregateRoute
     assert _route(30, cyclic=True) is MMDCyclicRoute
+    # beyond the permutation route's held kernel (N > 5792) while the plan fits max_memory
+    assert _route(8000) is MMDCyclicRoute
+    assert _route(8000, max_memory=2**30) is MMDAggregateRoute
 
 
 def test_cyclic_true_is_refused_where_it_does_not_apply_and_warns_for_n_permutations():
