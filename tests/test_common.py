@@ -69,7 +69,7 @@ CASES = {
     # inverts the e-process over every batch so far: 0.3 s of CPU per fit at 120 rows)
     "PrivateConfidenceSequence": (dict(), lambda: (
         (np.arange(48.0) % 3 == 0).astype(float).reshape(-1, 1), None)),
-    "DPMMDTest": (dict(n_permutations=50), _two_groups),
+    "DPMMDTest": (dict(n_permutations=50, cyclic=False), _two_groups),  # B relabellings
     "DPHSICTest": (dict(), _paired),  # the cyclic aggregate: n - 1 shifts
     "GeneralizedThresholdMechanism": (dict(), lambda: (_normal(200, 1) + 3.0, None)),
     "DPMannWhitneyTest": (dict(n_resamples=99), lambda: _two_groups(60, 1)),
