@@ -441,6 +441,10 @@ def _parser():
                      help="column of group labels: two or more distinct values (with "
                           "more than two, the k-sample test of whether all groups follow "
                           "one distribution).")
+    mmd.add_argument("--random-permutations", action="store_true",
+                     help="random relabellings (--n-permutations of them) instead of the "
+                          "default for the bandwidth aggregate from 1000 rows on: the n - 1 "
+                          "cyclic shifts of one random order.")
     _add_kernel(mmd)
     _add_common(mmd, permutations=True)
 
@@ -754,13 +758,13 @@ def _kernel_options(args, prefix=""):
 def _kernel_test(args, frame):
     common = dict(epsilon=args.epsilon, alpha=args.alpha, n_permutations=args.n_permutations,
                   method=args.method, **_kernel_options(args))
+    cyclic = False if args.random_permutations else "auto"
     if args.command == "mmd":
         X = _numeric(frame, args.columns, args.file, "--columns")
         y = _column(frame, args.group_column, args.file, "--group-column").to_numpy()
-        return skdptest.DPMMDTest(**common), X, y
+        return skdptest.DPMMDTest(**common, cyclic=cyclic), X, y
     X = _numeric(frame, args.x_columns, args.file, "--x-columns")
     y = _numeric(frame, args.y_columns, args.file, "--y-columns")
-    cyclic = False if args.random_permutations else "auto"
     return skdptest.DPHSICTest(**common, **_kernel_options(args, "y-"), cyclic=cyclic), X, y
 
 

@@ -110,9 +110,8 @@ def test_mmd_json_is_the_estimators_result(data, mode):
     assert payload["result_type"] == "PermutationTestResult"
     # Every field of the frozen result, nothing more (no raw statistic leaves the tool).
     assert payload["result"] == _expected_fields(expected)
-    # N - 1 = 39 cyclic shifts: DPMMDTest's cyclic="auto" takes the cyclic group once it
-    # has at least n_permutations relabellings (the library warns that 19 is ignored)
-    assert payload["result"]["n_permutations"] == 39
+    # a request for fewer than 999 relabellings keeps them (cyclic="auto"), no warning
+    assert payload["result"]["n_permutations"] == 19
     assert payload["result"]["epsilon"] == 2.0 and payload["result"]["alpha"] == 0.1
     assert payload["ledger"] is None
     assert "--seed fixes the noise" in err  # the seed is flagged as unsafe for real data
@@ -569,3 +568,15 @@ def test_random_permutations_option_reaches_the_estimator(data):
             frame[["a"]].to_numpy(), frame[["b"]].to_numpy())
     assert _json(out)["result"] == _expected_fields(expected)
     assert _json(out)["result"]["n_permutations"] == 19
+
+
+@pytest.mark.parametrize("flag, cyclic", [([], "auto"), (["--random-permutations"], False)])
+def test_mmd_random_permutations_option_sets_cyclic(data, flag, cyclic):
+    # at N = 40 both give random relabellings, so the option is checked on the estimator
+    from skdptest import cli
+
+    path, frame = data
+    args = cli._parser()[0].parse_args(["mmd", "--file", str(path), "--columns", "a",
+                                     "--group-column", "g", *flag])
+    est, _, _ = cli._kernel_test(args, frame)
+    assert isinstance(est, DPMMDTest) and est.cyclic == cyclic

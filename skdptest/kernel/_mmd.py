@@ -177,11 +177,12 @@ class DPMMDTest(KernelTestBase):
         ``abs_error``. Two groups and the aggregate (rbf or laplacian without
         a ``gamma``, ``method="exact"``) only: otherwise ``True`` is refused.
         False: B random relabellings. "auto" (default): cyclic for the two-group
-        aggregate when N - 1 >= min(n_permutations, 999) and its memory plan
+        aggregate when min(N - 1, n_permutations) >= 999 and its memory plan
         is within ``max_memory`` (N up to about 11 000 with the default
         limit; 10 s of CPU at N = 8000), so the default fit is cyclic from
         N = 1000 on (about 1.5-2 products N x N by N x 2001 at N = 1000-4000, see
-        doc/kernel_tests.md) and smaller fits keep B random relabellings.
+        doc/kernel_tests.md); smaller fits, and fits asking for fewer than 999
+        relabellings, keep B random relabellings.
         ``result_.method`` is then "dpMMD cyclic aggregate".
     max_memory : int, default=4 * 2**30
         Public limit, in bytes, on the planned peak memory of a release, an
@@ -489,8 +490,8 @@ class DPMMDTest(KernelTestBase):
         if not cyclic_applies(params, n, X.shape[1], n_groups, True):
             return MMDAggregateRoute().plan(params, X, groups)
         why = "cyclic=True" if params["cyclic"] is True else (
-            f"cyclic='auto' with the bandwidth aggregate and N - 1 = {n - 1} >= "
-            f"min(n_permutations, 999) means cyclic=True")
+            "cyclic='auto' with the bandwidth aggregate and min(N - 1, n_permutations) "
+            ">= 999 means cyclic=True")
         self._warn_ignored(params, [(
             "n_permutations", f"{why}, which uses all N - 1 = {n - 1} cyclic shifts of one "
             "random order instead. Set cyclic=False for random relabellings, or leave "

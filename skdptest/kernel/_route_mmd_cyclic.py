@@ -64,7 +64,8 @@ __all__ = [
 ]
 
 _U64 = 2.0**-53
-# "auto" takes the cyclic group once it has at least this many relabellings (or B).
+# "auto" takes the cyclic group when both the group and the request have at least this
+# many relabellings: a fit asking for fewer keeps its B random relabellings (no warning).
 AUTO_MIN_SHIFTS = 999
 
 
@@ -72,15 +73,16 @@ def cyclic_applies(params, n, n_features, n_groups, aggregate):
     """Whether a dpMMD fit runs over the cyclic group (public sizes and parameters only).
 
     ``cyclic=True``: yes (the plan refuses it without the aggregate or with three or more
-    groups); ``False``: no; ``"auto"``: for the two-group aggregate when the group has at
-    least ``min(n_permutations, 999)`` relabellings (``N - 1``) and the cyclic route's
+    groups); ``False``: no; ``"auto"``: for the two-group aggregate when
+    ``min(N - 1, n_permutations) >= 999`` (the group and the request both have at least
+    999 relabellings) and the cyclic route's
     memory plan is within ``max_memory`` (with the defaults, N up to about 11 000).
     """
     cyclic = params["cyclic"]
     if cyclic != "auto":
         return bool(cyclic)
     if not (aggregate and n_groups == 2
-            and n - 1 >= min(params["n_permutations"], AUTO_MIN_SHIFTS)):
+            and min(n - 1, params["n_permutations"]) >= AUTO_MIN_SHIFTS):
         return False
     from ._kernels import kernel_eval_bytes
     from ._testbase import with_median_and_data

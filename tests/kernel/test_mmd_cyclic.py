@@ -346,17 +346,31 @@ def _route(n, groups=2, **kw):
 
 
 def test_auto_picks_the_route_from_public_sizes():
-    assert _route(999) is MMDAggregateRoute  # N - 1 = 998 < min(2000, 999)
+    assert _route(999) is MMDAggregateRoute  # min(N - 1, B) = 998 < 999
     assert _route(1000) is MMDCyclicRoute
     assert _route(1000, cyclic=False) is MMDAggregateRoute
     assert _route(1000, groups=3) is MMDAggregateRoute  # two groups only
     assert _route(1000, kernel_params={"gamma": 1.0}) is MMDExactRoute
-    assert _route(101, n_permutations=100) is MMDCyclicRoute
-    assert _route(100, n_permutations=100) is MMDAggregateRoute
+    # a request for fewer than 999 relabellings keeps them, at any N
+    assert _route(1500, n_permutations=998) is MMDAggregateRoute
+    assert _route(1500, n_permutations=999) is MMDCyclicRoute
+    assert _route(1000, n_permutations=5000) is MMDCyclicRoute
     assert _route(30, cyclic=True) is MMDCyclicRoute
     # beyond the permutation route's held kernel (N > 5792) while the plan fits max_memory
     assert _route(8000) is MMDCyclicRoute
     assert _route(8000, max_memory=2**30) is MMDAggregateRoute
+
+
+def test_auto_warns_only_when_it_overrides_a_requested_n_permutations():
+    X = np.zeros((1000, 1))
+    y = np.arange(1000) % 2
+    with pytest.warns(PrivacyLeakWarning,
+                      match=r"n_permutations=5000 is ignored: cyclic='auto'"):
+        DPMMDTest(n_permutations=5000)._prepare(X, y, reset=True)
+    for kw in ({}, {"n_permutations": 500}, {"n_permutations": 2000}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            DPMMDTest(**kw)._prepare(X, y, reset=True)
 
 
 def test_cyclic_true_is_refused_where_it_does_not_apply_and_warns_for_n_permutations():
