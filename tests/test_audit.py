@@ -702,11 +702,9 @@ def test_grey_box_flags_halved_noise_samplers(monkeypatch, name):
 def _plan_mutant(monkeypatch, name):
     """The estimator's own noise plan halved (ε doubled where the plan sets the noise,
     the claim and the charge unchanged); returns the factory to audit."""
-    import dataclasses as dc
-
-    from skdptest import _permutation
     from skdptest.evalue import _exact
     from skdptest.threshold import _params
+    from tests._mutants import halve_permutation_noise
 
     factory = _worst_cases()[name][0]
     if name in ("PrivateEValueTest", "PrivateEProcess"):
@@ -716,13 +714,7 @@ def _plan_mutant(monkeypatch, name):
                             staticmethod(lambda epsilon: honest(2 * epsilon)))
     elif name in ("DPMMDTest", "DPHSICTest"):
         # the release's discrete Laplace rate doubled on the same grid
-        honest = _permutation.permutation_noise
-
-        def halved(*args, **kwargs):
-            noise = honest(*args, **kwargs)
-            return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
-
-        monkeypatch.setattr(_permutation, "permutation_noise", halved)
+        halve_permutation_noise(monkeypatch)
     else:
         honest = _params._noise_means
         monkeypatch.setattr(_params, "_noise_means",

@@ -11,7 +11,6 @@
   (a sensitivity declared too small would fail the audit there).
 """
 
-import dataclasses
 import importlib.util
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from skdptest import _noise, _permutation
 from skdptest._recorder import recording
 from skdptest.audit import _REL_TOL, grey_box_audit
 from skdptest.classical import _aggregate, _chi2, _ks, _mean, _proportion
+from tests._mutants import halve_permutation_noise
 
 _spec = importlib.util.spec_from_file_location(
     "_skdptest_common_cases", Path(__file__).parents[1] / "test_common.py")
@@ -235,13 +235,7 @@ def _doubled_plan(cls):
 def _halved_permutation_noise(monkeypatch):
     # the DP permutation release (contingency, KS on several columns): its rate doubled on
     # the same grid, as tests/test_audit.py does for the kernel tests
-    honest = _permutation.permutation_noise
-
-    def halved(*args, **kwargs):
-        noise = honest(*args, **kwargs)
-        return dataclasses.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
-
-    monkeypatch.setattr(_permutation, "permutation_noise", halved)
+    halve_permutation_noise(monkeypatch)
 
 
 _PLANNED_AT_RELEASE = {"contingency", "KS several columns"}

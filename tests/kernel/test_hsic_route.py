@@ -204,9 +204,7 @@ def _blocked_audit(make):
 
 def test_blocked_route_passes_the_grey_box_audit_and_a_halved_noise_mutant_fails(
         monkeypatch):
-    import dataclasses as dc
-
-    from skdptest import _permutation
+    from tests._mutants import halve_permutation_noise
 
     def make(r, limit):
         return DPHSICTest(random_state=r, max_memory=limit)
@@ -216,13 +214,7 @@ def test_blocked_route_passes_the_grey_box_audit_and_a_halved_noise_mutant_fails
     assert any(q.measured_change for q in r.quantities)
     assert all(q.measured_change is None or q.measured_change <= q.sensitivity
                for q in r.quantities)
-    honest = _permutation.permutation_noise
-
-    def halved(*args, **kwargs):
-        noise = honest(*args, **kwargs)
-        return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
-
-    monkeypatch.setattr(_permutation, "permutation_noise", halved)
+    halve_permutation_noise(monkeypatch)
     r = _blocked_audit(make)
     assert r.flagged and any("noise scale" in f for f in r.findings), r
 

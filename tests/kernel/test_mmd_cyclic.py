@@ -7,7 +7,6 @@ mutant), validity (exact enumeration at tiny N by default, Monte Carlo in the sl
 suite, each with a mutant it catches), threads, route choice and memory plan.
 """
 
-import dataclasses as dc
 import math
 import tracemalloc
 import warnings
@@ -37,6 +36,7 @@ from skdptest.kernel._route_mmd_cyclic import (
     mmd_cyclic_statistics,
 )
 from skdptest.kernel._route_mmd_exact import MMDExactRoute
+from tests._mutants import halve_permutation_noise
 
 _U = 2.0**-53
 
@@ -216,15 +216,7 @@ def test_grey_box_audit_passes_and_catches_halved_noise(monkeypatch, cyclic):
     r = _grey(factory)
     assert not r.flagged, r.findings
     assert any(q.measured_change for q in r.quantities), r.quantities
-    from skdptest import _permutation
-
-    honest = _permutation.permutation_noise
-
-    def halved(*args, **kwargs):
-        noise = honest(*args, **kwargs)
-        return dc.replace(noise, rate=2 * noise.rate, scale=noise.scale / 2)
-
-    monkeypatch.setattr(_permutation, "permutation_noise", halved)
+    halve_permutation_noise(monkeypatch)
     r = _grey(factory)
     assert r.flagged and any("noise scale" in f for f in r.findings), r
 
