@@ -1,7 +1,6 @@
 """The finite-n certificate: no ε-DP e-value of two-point rows beats the exact
 likelihood ratio of the count plus two-sided geometric noise (up to the grid slack)."""
 
-import itertools
 import math
 
 import numpy as np
@@ -10,32 +9,7 @@ from scipy import integrate, optimize, stats
 
 from skdptest.evalue import _bound
 from skdptest.evalue._bound import _dual, two_point_epower_bound
-
-
-def _laws(n, p, q):
-    s = np.arange(n + 1)
-    return stats.binom.pmf(s, n, p), stats.binom.pmf(s, n, q)
-
-
-def _kl_columns(cols, P, Q):
-    a, b = cols @ Q, cols @ P
-    return a * np.log(a / b)
-
-
-def _walks(n, eps):
-    """All 2^n extreme rays of the ε-DP cone on {0..n}, normalised at s = 0."""
-    steps = np.array(list(itertools.product([-eps, eps], repeat=n)))
-    return np.exp(np.concatenate([np.zeros((steps.shape[0], 1)), steps.cumsum(axis=1)], 1))
-
-
-def _geometric_kl(n, p, q, eps, pad=80):
-    """KL of S + two-sided geometric noise by direct summation over the integers."""
-    P, Q = _laws(n, p, q)
-    y = np.arange(-pad, n + pad + 1)
-    k = np.arange(n + 1)
-    kern = np.tanh(eps / 2) * np.exp(-eps * np.abs(y[:, None] - k[None, :]))
-    mp, mq = kern @ P, kern @ Q
-    return math.fsum(mq * np.log(mq / mp))
+from tests.evalue._reference import binomial_laws, dp_walks, geometric_kl, kl_columns
 
 
 @pytest.mark.parametrize("n, p, q, eps", [(8, 0.3, 0.7, 1.0), (8, 0.3, 0.5, 1.0),
@@ -44,18 +18,18 @@ def test_lp_over_all_walks_is_attained_by_the_geometric_mechanism(n, p, q, eps):
     """Independent of the dynamic programme: the LP over every extreme ray of the cone
     (2^n walks) plus the tents has the geometric mechanism's KL as its optimum, and the
     dual vector bounds F on every walk."""
-    P, Q = _laws(n, p, q)
+    P, Q = binomial_laws(n, p, q)
     s = np.arange(n + 1)
     tents = np.exp(-eps * np.abs(s[None, :] - s[:, None]))
-    cols = np.vstack([_walks(n, eps), tents])
-    res = optimize.linprog(-_kl_columns(cols, P, Q), A_eq=cols.T, b_eq=np.ones(n + 1),
+    cols = np.vstack([dp_walks(n, eps), tents])
+    res = optimize.linprog(-kl_columns(cols, P, Q), A_eq=cols.T, b_eq=np.ones(n + 1),
                            bounds=(0, None), method="highs")
     assert res.status == 0
-    geo = _geometric_kl(n, p, q, eps)
+    geo = geometric_kl(n, p, q, eps)
     assert -res.fun == pytest.approx(geo, rel=1e-9, abs=1e-12)
     u_sign, u_log = _dual(np.log(P), np.log(Q), eps)
     u = u_sign * np.exp(u_log)
-    assert np.all(_kl_columns(cols, P, Q) <= cols @ u + 1e-12 * (cols @ Q))
+    assert np.all(kl_columns(cols, P, Q) <= cols @ u + 1e-12 * (cols @ Q))
     assert math.fsum(u) == pytest.approx(geo, rel=1e-12)
 
 
@@ -64,7 +38,7 @@ def test_lp_over_all_walks_is_attained_by_the_geometric_mechanism(n, p, q, eps):
 def test_certificate_holds_and_matches_the_geometric_mechanism(n, p, q, eps):
     r = two_point_epower_bound(n, p, q, eps)
     assert r.certified
-    assert r.geometric == pytest.approx(_geometric_kl(n, p, q, eps), rel=1e-10)
+    assert r.geometric == pytest.approx(geometric_kl(n, p, q, eps), rel=1e-10)
     assert r.upper == pytest.approx(r.geometric + r.delta, rel=1e-15)
     assert r.delta == pytest.approx(0.02 + 1e-9)
 
@@ -83,7 +57,7 @@ def test_bound_is_below_the_asymptotic_rate_and_reaches_kl_without_privacy():
 def test_continuous_laplace_release_is_dominated():
     """Another ε-DP e-value (exact LR of S + Laplace(1/ε)) has e-power below the bound."""
     n, p, q, eps = 30, 0.3, 0.7, 1.0
-    P, Q = _laws(n, p, q)
+    P, Q = binomial_laws(n, p, q)
     k = np.arange(n + 1)
 
     def dens(y, w):
@@ -121,14 +95,14 @@ def test_walk_programme_agrees_with_brute_force(seed):
     """The dynamic programme's verdict (some walk makes Σ φ c(ρ) positive) equals the
     brute-force maximum over all walks and all normalisations, for random duals."""
     n, p, q, eps = 7, 0.3, 0.7, 1.0
-    P, Q = _laws(n, p, q)
+    P, Q = binomial_laws(n, p, q)
     rng = np.random.default_rng(seed)
     u_sign, u_log = _dual(np.log(P), np.log(Q), eps)
     u = u_sign * np.exp(u_log) + rng.normal(scale=0.02, size=n + 1)
     rho = np.linspace(-6, 6, 121)
     verdict = _bound._walk_max_sign(np.log(P), np.log(Q), (np.sign(u), np.log(np.abs(u))),
                                     rho, 0.0, eps)
-    walks = _walks(n, eps)  # every walk up to scale: the sign of Σ φ c is scale-free
+    walks = dp_walks(n, eps)  # every walk up to scale: the sign of Σ φ c is scale-free
     c = Q[None, :] * (1 + rho[:, None]) - np.exp(rho)[:, None] * P[None, :] - u[None, :]
     brute = (c @ walks.T).max(axis=1) > 0
     assert np.array_equal(verdict, brute)

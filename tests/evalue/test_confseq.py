@@ -9,10 +9,10 @@ import pickle
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from scipy import stats
 
 from skdptest import InvalidParameterError, PrivacyBudget, PrivateConfidenceSequence
-from skdptest._noise import discrete_laplace, discrete_laplace_log_pmf, log_geometric_mixture_at
+from skdptest._noise import discrete_laplace
 from skdptest._recorder import recording
 from skdptest.evalue._confseq import _Plan, batch_ends
 from skdptest.evalue._csbounds import (
@@ -23,15 +23,16 @@ from skdptest.evalue._csbounds import (
     leaf_excluded,
     log_f_bounds,
 )
+from tests.evalue._reference import (
+    exact_e_process,
+    exact_log_f,
+    log_binom_rows,
+    log_f_exact,
+    release_log_pmf,
+    vector_e_process,
+)
 
 ALPHA = 0.05
-
-
-def _exact_log_f(y, n, p, rate):
-    """Independent exact log P(Binom(n, p) + Z = y): every term of the convolution."""
-    return float(log_geometric_mixture_at(np.array([float(y)]),
-                                          stats.binom.logpmf(np.arange(n + 1), n, p),
-                                          rate)[0])
 
 
 def _plan(eps, horizon=None, level=0.95, bounds=(0.0, 1.0)):
@@ -53,7 +54,7 @@ def _ends(rate, horizon, tuned=None):
 def test_likelihood_bounds_bracket_the_exact_convolution(y, n, rate):
     ps = np.array([0.0, 0.01, 0.1, 0.29, 0.3, 0.5, 0.9, 1.0])
     low, high = log_f_bounds(y, n, ps, ps, rate)
-    exact = np.array([_exact_log_f(y, n, p, rate) for p in ps])
+    exact = np.array([exact_log_f(y, n, p, rate) for p in ps])
     assert np.all(low <= exact + 1e-9) and np.all(high >= exact - 1e-9)
     near = np.abs(ps - y / n) < 0.05  # where it matters, the bounds are tight
     assert np.all(high[near] - low[near] < 1e-6)
@@ -61,94 +62,14 @@ def test_likelihood_bounds_bracket_the_exact_convolution(y, n, rate):
     a, b = np.array([0.28, 0.0, 0.5]), np.array([0.3, 0.2, 1.0])
     low, high = log_f_bounds(y, n, a, b, rate)
     for i in range(a.size):
-        inside = np.array([_exact_log_f(y, n, p, rate) for p in np.linspace(a[i], b[i], 41)])
+        inside = np.array([exact_log_f(y, n, p, rate) for p in np.linspace(a[i], b[i], 41)])
         assert low[i] <= inside.min() + 1e-9 and high[i] >= inside.max() - 1e-9
-
-
-def _exact_e_process(ys, ns, rate, prior, ps):
-    """log M_K(p) on ``ps`` with the exact likelihood and every alternative of the
-    mixture (brute force: the weights term by term from their definition)."""
-    def log_l(p):
-        return sum(_exact_log_f(y, n, p, rate) for y, n in zip(ys, ns, strict=True))
-
-    def weights(p):
-        size = len(prior.q)
-        if prior.scale is None:
-            return [1 / size] * size
-        out = [prior.eta / size] * size
-        taus = list(np.atleast_1d(prior.scale))
-        for tau in taus:
-            phi = [math.exp(-(q - p) ** 2 / (2 * tau**2)) for q in prior.q]
-            for j in range(size):
-                out[j] += (1 - prior.eta) * phi[j] / sum(phi) / len(taus)
-        return out
-
-    ell = [log_l(q) for q in prior.q]
-    return np.array([math.log(sum(w * math.exp(e) for w, e in zip(weights(p), ell, strict=True)))
-                     - log_l(p) for p in ps])
-
-
-def _log_binom_rows(n, cands):
-    """log Binom(s; n, q), rows q in ``cands``, columns s = 0..n (0 log 0 = 0)."""
-    s = np.arange(n + 1.0)
-    q = np.asarray(cands, dtype=float)[:, None]
-    return (special.gammaln(n + 1.0) - special.gammaln(s + 1.0) - special.gammaln(n - s + 1.0)
-            + special.xlogy(s, q) + special.xlog1py(n - s, -q))
-
-
-def _log_f_exact(y, n, cands, rate):
-    """log f(y; q) = log P(Binom(n, q) + Z = y), Z discrete Laplace at ``rate``
-    (pmf tanh(r/2) e^{-r abs(z)}): rows q in ``cands``, columns the noisy counts ``y``.
-    The convolution over the count's whole support is one matrix product (binomial
-    rows scaled by their maximum (at most 1), the noise kernel at each distinct y).
-    Only an f below about e^-708 can underflow to 0: :func:`_vector_e_process`
-    checks that the mixture it enters is far above that."""
-    logb = _log_binom_rows(n, cands)
-    top = logb.max(axis=1, keepdims=True)
-    uy, inv = np.unique(np.asarray(y, dtype=float), return_inverse=True)
-    s = np.arange(n + 1.0)[:, None]
-    kernel = math.tanh(rate / 2) * np.exp(-rate * np.abs(uy[None, :] - s))
-    with np.errstate(divide="ignore"):
-        return (np.log(np.exp(logb - top) @ kernel) + top)[:, inv.ravel()]
 
 
 def _log_f_noise_ignored(y, n, cands, rate):
     """The mutant: the noisy count read as the count (plain binomial likelihood of
     the noisy count clipped to [0, n]; the noise is ignored)."""
-    return _log_binom_rows(n, cands)[:, np.clip(np.asarray(y, dtype=np.int64), 0, n)]
-
-
-def _log_weights(prior, ps):
-    """log w_j(p) of the mixture, rows p in ``ps``, columns the grid q_j (written from
-    its definition, with the exact normalisers Z_k(p) = sum_m phi_km(p))."""
-    G = prior.q.size
-    ps = np.asarray(ps, dtype=float)[:, None]
-    if prior.scale is None:
-        return np.full((ps.shape[0], G), -math.log(G))
-    taus = np.atleast_1d(prior.scale)
-    local = np.zeros((ps.shape[0], G))
-    for tau in taus:
-        phi = np.exp(-(prior.q[None, :] - ps) ** 2 / (2 * tau**2))
-        local += phi / phi.sum(axis=1, keepdims=True) / taus.size
-    return np.log(prior.eta / G + (1 - prior.eta) * local)
-
-
-def _vector_e_process(Y, ns, rate, prior, ps, log_f=_log_f_exact):
-    """log M_k(p) of the mixture e-process, exact likelihood, for every release k
-    (axis 0), candidate p in ``ps`` (axis 1) and stream (rows of Y, axis 2)."""
-    cands = np.r_[prior.q, np.asarray(ps, dtype=float)]
-    w = np.exp(_log_weights(prior, ps))  # once, not once per release
-    ell = np.zeros((cands.size, Y.shape[0]))
-    out = []
-    for k, n in enumerate(ns):
-        ell += log_f(Y[:, k], int(n), cands, rate)
-        top = ell[:prior.q.size].max(axis=0)
-        log_n = np.log(w @ np.exp(ell[:prior.q.size] - top)) + top
-        # underflowed terms (each below e^-708 times its weight) change N by a factor
-        # < 1 + e^-100
-        assert np.all(log_n > -600)
-        out.append(log_n - ell[prior.q.size:])
-    return np.array(out)
+    return log_binom_rows(n, cands)[:, np.clip(np.asarray(y, dtype=np.int64), 0, n)]
 
 
 def test_vectorised_exact_e_process_matches_the_brute_force_one():
@@ -162,9 +83,9 @@ def _check_vectorised_against_brute_force(prior):
     for rate, ns, Y in [(0.5, np.array([10, 15, 21]), np.array([[-4, 9, 22], [3, 5, 6]])),
                         (0.1, np.array([200, 94]), np.array([[-30, 120], [70, 20]]))]:
         ps = np.array([0.0, 0.01, 0.5, 1.0])
-        vec = _vector_e_process(Y, ns, rate, prior, ps)[-1]
+        vec = vector_e_process(Y, ns, rate, prior, ps)[-1]
         for i in range(Y.shape[0]):
-            assert np.allclose(vec[:, i], _exact_e_process(Y[i], ns, rate, prior, ps),
+            assert np.allclose(vec[:, i], exact_e_process(Y[i], ns, rate, prior, ps),
                                rtol=0, atol=1e-9)
 
 
@@ -194,14 +115,14 @@ def test_interval_holds_every_mean_the_exact_e_process_keeps_and_little_more(eps
         rate, prior, ns = plan.rate, plan.prior, _ends(plan.rate, rows)
     ys = rng.binomial(ns, p) + discrete_laplace(rng, rate, size=ns.size)
     ps = np.linspace(0, 1, 801)
-    log_m = _vector_e_process(ys[None, :], ns, rate, prior, ps)[:, :, 0]
+    log_m = vector_e_process(ys[None, :], ns, rate, prior, ps)[:, :, 0]
     for k in sorted({1, ns.size // 2, ns.size}):  # early, middle and last release
         lower, upper = confidence_bounds(ys[:k], ns[:k], rate, ALPHA, prior)
         kept = ps[log_m[k - 1] < math.log(1 / ALPHA)]
         assert lower <= kept.min() and kept.max() <= upper
         step, leaf = ps[1], 1 / (prior.G * REFINE)
         ends = np.array([lower + leaf / 2, upper - leaf / 2])[[lower > 0, upper < 1]]
-        at_ends = _vector_e_process(ys[None, :k], ns[:k], rate, prior, ends)[-1, :, 0]
+        at_ends = vector_e_process(ys[None, :k], ns[:k], rate, prior, ends)[-1, :, 0]
         assert np.all(at_ends <= math.log(1 / ALPHA) + 0.25)
         if eps is None:  # the hand-made case: the ends within a grid step of the set
             assert kept.min() - lower <= step + 2 * leaf
@@ -242,22 +163,6 @@ def test_horizon_mixture_keeps_the_mle_and_covers_its_exact_set():
 
 
 # ------------------------------------------------------------------ privacy
-def _count_law(xs):
-    """Exact law of the randomly rounded count of rows xs in [0, 1] (Poisson binomial)."""
-    law = np.array([1.0])
-    for x in xs:
-        law = np.convolve(law, [1 - x, x])
-    return law
-
-
-def _release_log_pmf(xs, rate, ys):
-    law = _count_law(xs)
-    return np.array([special.logsumexp(np.log(np.maximum(law, 1e-300))
-                                       + discrete_laplace_log_pmf(y - np.arange(law.size),
-                                                                  rate))
-                     for y in ys])
-
-
 def _worst_log_ratio(rate_drawn):
     """Largest log pmf ratio of one batch release between neighbouring batches (one
     row replaced, Bernoulli and bounded rows), noise drawn at ``rate_drawn``."""
@@ -266,7 +171,7 @@ def _worst_log_ratio(rate_drawn):
     for xs, xs2 in [([0, 1, 1, 0, 1], [1, 1, 1, 0, 1]),
                     ([0.2, 0.7, 1.0, 0.5], [0.9, 0.7, 1.0, 0.5]),
                     ([0.0] * 6, [1.0] + [0.0] * 5)]:
-        d = _release_log_pmf(xs, rate_drawn, ys) - _release_log_pmf(xs2, rate_drawn, ys)
+        d = release_log_pmf(xs, rate_drawn, ys) - release_log_pmf(xs2, rate_drawn, ys)
         worst = max(worst, float(np.max(np.abs(d))))
     return worst
 
@@ -392,10 +297,10 @@ def _first_leaf_exclusion(Y, ns, rate, prior, p):
     return first
 
 
-def _first_exact_crossing(Y, ns, plan, p, log_f=_log_f_exact):
+def _first_exact_crossing(Y, ns, plan, p, log_f=log_f_exact):
     """Per stream, the first release (0: none) at which the exact mixture e-process at
     the true mean reaches 1/alpha (vectorised over the streams)."""
-    log_m = _vector_e_process(Y, ns, plan.rate, plan.prior, [p], log_f)[:, 0, :]
+    log_m = vector_e_process(Y, ns, plan.rate, plan.prior, [p], log_f)[:, 0, :]
     assert np.all(np.isfinite(log_m))
     crossed = log_m >= math.log(1 / ALPHA)
     return np.where(crossed.any(axis=0), crossed.argmax(axis=0) + 1, 0)

@@ -17,17 +17,18 @@ from skdptest import (
 )
 from skdptest._noise import quantise_rate
 from skdptest.evalue._exact import BinaryExact
-
-P = stats.bernoulli(0.3)
+from tests.evalue._reference import (
+    bern_pair,
+    binomial_release_pmf,
+    geometric_audit_pvalue,
+    geometric_difference_pmf,
+    tail_cut_search,
+)
 
 
 def _public_plan(proc, n_features=1):
     """The public plan of a stream of ``proc`` (laws, statistics, schedule)."""
     return proc._plan(proc._validate_params(), np.zeros((0, n_features)), None)
-
-
-def _bern(q):
-    return P, stats.bernoulli(q)
 
 
 def _tolerance(n, level):
@@ -48,7 +49,7 @@ def test_anytime_validity_under_null_one_sided(statistic):
     (log E + 0.6) makes 52 of them reject, so the check fails for it (at 400 streams:
     108 against a tolerance of 60; log E + 0.3 passes at either size: 27 and 54)."""
     alpha, n_streams = 0.1, 200
-    proc = PrivateEProcess(*_bern(0.5), statistic=statistic, alpha=alpha, max_samples=600,
+    proc = PrivateEProcess(*bern_pair(0.5), statistic=statistic, alpha=alpha, max_samples=600,
                            random_state=np.random.default_rng(0))
     rng = np.random.default_rng(1)
     rejections = 0
@@ -67,7 +68,7 @@ def test_optional_stopping_by_peeking_analyst_is_valid():
     131 against 82; log E + 1 passes at either size: 29 and 56)."""
     alpha, n_streams = 0.2, 150
     rng = np.random.default_rng(2)
-    laws = _bern(0.6)
+    laws = bern_pair(0.6)
     rejections = 0
     for s in range(n_streams):
         proc = PrivateEProcess(*laws, statistic="optimal", alpha=alpha, random_state=s)
@@ -84,7 +85,7 @@ def test_optional_stopping_by_peeking_analyst_is_valid():
 def test_two_sided_error_rates(statistic):
     alpha = beta = 0.05
     n_streams = 300
-    proc = PrivateEProcess(*_bern(0.6), epsilon=1.0, statistic=statistic, alpha=alpha,
+    proc = PrivateEProcess(*bern_pair(0.6), epsilon=1.0, statistic=statistic, alpha=alpha,
                            beta=beta, max_samples=3000, random_state=np.random.default_rng(3))
     rng = np.random.default_rng(4)
     wrong_p = wrong_q = 0
@@ -96,7 +97,7 @@ def test_two_sided_error_rates(statistic):
 
 
 def test_stops_early_under_the_alternative():
-    proc = PrivateEProcess(*_bern(0.7), alpha=0.025, beta=0.025, random_state=0)
+    proc = PrivateEProcess(*bern_pair(0.7), alpha=0.025, beta=0.025, random_state=0)
     rng = np.random.default_rng(5)
     used = [proc.fit(rng.binomial(1, 0.7, size=(2000, 1))).result_.n_samples
             for _ in range(100)]
@@ -104,37 +105,15 @@ def test_stops_early_under_the_alternative():
 
 
 # ---------------------------------------------------------------- exact post-processing
-def _noise_pmf(z, eps):
-    """P(Z = z) = tanh(ε/2) e^{−ε|z|}, from scipy's discrete Laplace (independent)."""
-    return stats.dlaplace.pmf(z, eps)
-
-
-def _tail_cut(eps, tol=1e-15):
-    """M with P(|Z| > M) < tol, and that bound: the mass of Y = K + Z outside
-    [−M, n + M] is at most P(|Z| > M) = 2 tanh(ε/2) e^{−ε(M+1)} / (1 − e^{−ε})."""
-    M = 0
-    while (tail := 2 * math.tanh(eps / 2) * math.exp(-eps * (M + 1)) / -math.expm1(-eps)) >= tol:
-        M += 1
-    return M, tail
-
-
-def _release_pmf(n, prob, eps, M):
-    """P(Y = y) on y = −M, ..., n + M for Y = Binom(n, prob) + Z, by convolving scipy's
-    binomial pmf with the noise pmf on every z that can reach those y (no truncation)."""
-    z = np.arange(-(n + M), n + M + 1)
-    full = np.convolve(stats.binom.pmf(np.arange(n + 1), n, prob), _noise_pmf(z, eps))
-    return full[n:2 * n + 2 * M + 1]  # index j is y = j − (n + M)
-
-
 @pytest.mark.parametrize("n, eps, q", [(1, 1.0, 0.6), (20, 0.5, 0.5), (60, 2.0, 0.7)])
 def test_exact_post_processing_is_an_e_value(n, eps, q):
     """E_P[f_Q(Y)/f_P(Y)] = 1 and E_Q[f_P(Y)/f_Q(Y)] = 1, by exact summation over the
     integer releases, with f_P and f_Q computed independently by scipy."""
     model = BinaryExact(1.0, 0.3, q)
-    M, tail = _tail_cut(eps)
+    M, tail = tail_cut_search(eps)
     assert tail < 1e-15
     ys = np.arange(-M, n + M + 1)
-    f_p, f_q = _release_pmf(n, 0.3, eps, M), _release_pmf(n, q, eps, M)
+    f_p, f_q = binomial_release_pmf(n, 0.3, eps, M), binomial_release_pmf(n, q, eps, M)
     assert math.fsum(f_p) == pytest.approx(1.0, abs=1e-12)
     assert np.exp(model.log_density(ys, n, 0.3, eps)) == pytest.approx(f_p, rel=1e-9)
     ell = model.log_lr(ys, n, eps)
@@ -179,7 +158,7 @@ def test_neighbouring_streams_change_one_batch_within_epsilon(statistic):
     b = g/r) is <= ε."""
     eps = 1.0
     X = np.random.default_rng(7).binomial(1, 0.5, size=(400, 1)).astype(float)
-    proc = PrivateEProcess(*_bern(0.7), epsilon=eps, statistic=statistic, schedule=[40, 80],
+    proc = PrivateEProcess(*bern_pair(0.7), epsilon=eps, statistic=statistic, schedule=[40, 80],
                            alpha=1e-300, random_state=9)
     base = _increments(proc, X)
     plan = _public_plan(proc)
@@ -234,7 +213,7 @@ def test_halved_noise_fails_the_stream_privacy_check(monkeypatch):
     monkeypatch.setattr(merge_module, "quantise_rate", lambda rate: real(2 * rate))
     eps = 1.0
     X = np.random.default_rng(7).binomial(1, 0.5, size=(120, 1)).astype(float)
-    proc = PrivateEProcess(*_bern(0.7), epsilon=eps, statistic="optimal", schedule=[40],
+    proc = PrivateEProcess(*bern_pair(0.7), epsilon=eps, statistic="optimal", schedule=[40],
                            alpha=1e-300, random_state=9)
     base = _increments(proc, X)
     plan = _public_plan(proc)
@@ -256,18 +235,9 @@ def _exact_noise(monkeypatch, eps, n_rows=2400):
 
     monkeypatch.setattr(BinaryExact, "release", spy)
     X = np.random.default_rng(8).binomial(1, 0.5, size=(n_rows, 1))
-    PrivateEProcess(*_bern(0.5), epsilon=eps, statistic="exact", schedule=[4],
+    PrivateEProcess(*bern_pair(0.5), epsilon=eps, statistic="exact", schedule=[4],
                     alpha=1e-300, beta=1e-300, random_state=10).fit(X)
     return np.array(draws)
-
-
-def _sampler_noise_pmf(z, rate, g_max=4000):
-    """Discrete Laplace law of rate r, as the law of G1 − G2 with G1, G2 iid
-    Geometric(1 − e^{−r}) on {1, 2, ...} (an independent construction of the law the
-    exact sampler draws), by summing scipy's geometric pmfs."""
-    g = np.arange(1, g_max + 1)
-    pg = stats.geom.pmf(g, -math.expm1(-rate))
-    return np.array([np.sum(stats.geom.pmf(g + zi, -math.expm1(-rate)) * pg) for zi in z])
 
 
 @pytest.mark.parametrize("n, eps", [(1, 1.0), (40, 0.7), (40, 2.0)])
@@ -285,25 +255,11 @@ def test_exact_release_law_on_neighbouring_batches_is_epsilon_dp(n, eps):
     ys = np.arange(k - 30, k + 31)
     rate = model.noise_rate(eps)
     assert rate == quantise_rate(eps) and eps - 2.0**-20 < rate <= eps
-    ratio = np.log(_sampler_noise_pmf(ys - k, rate)) - np.log(_sampler_noise_pmf(ys - k2, rate))
+    ratio = (np.log(geometric_difference_pmf(ys - k, rate))
+             - np.log(geometric_difference_pmf(ys - k2, rate)))
     worst = float(np.max(np.abs(ratio)))
     assert worst <= eps + 1e-12
     assert worst == pytest.approx(rate, abs=1e-12)
-
-
-def _geometric_audit_pvalue(z, eps, half_width=5):
-    """Chi-square goodness of fit of integer draws to the two-sided geometric law at
-    the sampler's rate quantise_rate(ε), on the values |z| <= half_width with both
-    tails pooled."""
-    assert np.all(z == np.round(z))
-    values = np.arange(-half_width, half_width + 1)
-    observed = [np.sum(z < -half_width), *[np.sum(z == v) for v in values],
-                np.sum(z > half_width)]
-    law = stats.dlaplace(quantise_rate(eps))
-    probs = [law.cdf(-half_width - 1), *law.pmf(values), law.sf(half_width)]
-    expected = np.array(probs) * z.size
-    assert math.fsum(probs) == pytest.approx(1.0, abs=1e-12) and expected.min() >= 5
-    return stats.chisquare(observed, expected).pvalue
 
 
 def test_exact_stream_noise_is_two_sided_geometric_at_rate_epsilon(monkeypatch):
@@ -312,7 +268,7 @@ def test_exact_stream_noise_is_two_sided_geometric_at_rate_epsilon(monkeypatch):
     eps = 0.7
     z = _exact_noise(monkeypatch, eps)  # 600 draws (batches of 4 rows)
     assert z.size >= 540
-    assert _geometric_audit_pvalue(z, eps) > 1e-3
+    assert geometric_audit_pvalue(z, eps) > 1e-3
 
 
 def test_exact_stream_halved_noise_fails_the_geometric_audit(monkeypatch):
@@ -321,7 +277,7 @@ def test_exact_stream_halved_noise_fails_the_geometric_audit(monkeypatch):
                         lambda rng, rate: real(rng, 2 * rate))
     z = _exact_noise(monkeypatch, 0.7)
     # 600 draws: p = 4e-39 (1000 draws: 2e-72); the honest draws above: p = 0.80
-    assert _geometric_audit_pvalue(z, 0.7) < 1e-6
+    assert geometric_audit_pvalue(z, 0.7) < 1e-6
 
 
 # ---------------------------------------------------------------- streaming API
@@ -331,8 +287,8 @@ def test_exact_stream_halved_noise_fails_the_geometric_audit(monkeypatch):
 @pytest.mark.parametrize("chunk", [1, 7, 100])
 def test_partial_fit_in_chunks_equals_fit(kw, chunk):
     X = np.random.default_rng(11).binomial(1, 0.45, size=(700, 1))
-    ref = PrivateEProcess(*_bern(0.6), alpha=1e-6, random_state=3, **kw).fit(X).result_
-    proc = PrivateEProcess(*_bern(0.6), alpha=1e-6, random_state=3, **kw)
+    ref = PrivateEProcess(*bern_pair(0.6), alpha=1e-6, random_state=3, **kw).fit(X).result_
+    proc = PrivateEProcess(*bern_pair(0.6), alpha=1e-6, random_state=3, **kw)
     for start in range(0, len(X), chunk):
         proc.partial_fit(X[start:start + chunk])
     assert proc.result_ == ref
@@ -340,7 +296,7 @@ def test_partial_fit_in_chunks_equals_fit(kw, chunk):
 
 def test_budget_charged_once_per_stream():
     budget = PrivacyBudget(2.5)
-    proc = PrivateEProcess(*_bern(0.6), epsilon=1.0, budget=budget, random_state=0)
+    proc = PrivateEProcess(*bern_pair(0.6), epsilon=1.0, budget=budget, random_state=0)
     for _ in range(10):
         proc.partial_fit(np.zeros((5, 1)))
     assert len(budget.ledger) == 1 and budget.ledger[0].label == "PrivateEProcess.partial_fit"
@@ -352,20 +308,20 @@ def test_budget_charged_once_per_stream():
 
 
 def test_rows_after_decision_are_ignored_and_max_samples_caps():
-    proc = PrivateEProcess(*_bern(0.9), alpha=0.05, random_state=0)
+    proc = PrivateEProcess(*bern_pair(0.9), alpha=0.05, random_state=0)
     proc.fit(np.ones((500, 1)))
     r = proc.test()
     assert r.decision == "reject" and r.n_samples < 500
     proc.partial_fit(np.zeros((500, 1)))
     assert proc.test() == r
-    capped = PrivateEProcess(*_bern(0.6), alpha=1e-9, max_samples=50, random_state=0)
+    capped = PrivateEProcess(*bern_pair(0.6), alpha=1e-9, max_samples=50, random_state=0)
     capped.fit(np.zeros((400, 1)))
     assert capped.test().n_samples == 50 and capped.result_.decision == "continue"
     assert capped.test().batch_ends[-1] == 50
 
 
 def test_result_exposes_only_private_quantities():
-    proc = PrivateEProcess(*_bern(0.6), beta=0.1, random_state=0).fit(np.ones((300, 1)))
+    proc = PrivateEProcess(*bern_pair(0.6), beta=0.1, random_state=0).fit(np.ones((300, 1)))
     r = proc.test()
     assert isinstance(r, EProcessResult)
     assert set(vars(r)) == {"decision", "reject", "e_value", "log_e_process",
@@ -378,7 +334,7 @@ def test_result_exposes_only_private_quantities():
 
 def test_decision_values_and_score():
     budget = PrivacyBudget(10.0)
-    proc = PrivateEProcess(*_bern(0.7), alpha=0.05, beta=0.05, budget=budget, random_state=1)
+    proc = PrivateEProcess(*bern_pair(0.7), alpha=0.05, beta=0.05, budget=budget, random_state=1)
     assert proc.decision(np.ones((300, 1))) is True and proc.result_.decision == "reject"
     assert proc.decision(np.zeros((300, 1))) is False and proc.result_.decision == "accept"
     assert proc.decision(np.ones((2, 1))) is False and proc.result_.decision == "continue"
@@ -399,7 +355,7 @@ BAD_PARAMS = [
 @pytest.mark.parametrize("params, match", BAD_PARAMS)
 def test_bad_parameters_rejected_without_charge(params, match):
     budget = PrivacyBudget(10.0)
-    kw = dict(zip(("null", "alternative"), _bern(0.6), strict=True))
+    kw = dict(zip(("null", "alternative"), bern_pair(0.6), strict=True))
     with pytest.raises(InvalidParameterError, match=match):
         PrivateEProcess(**{**kw, **params}, budget=budget).partial_fit(np.zeros((3, 1)))
     assert budget.ledger == []
@@ -413,12 +369,12 @@ def test_bad_parameters_rejected_without_charge(params, match):
 def test_bad_data_for_a_new_stream_charges_nothing(X, match):
     budget = PrivacyBudget(10.0)
     with pytest.raises(ValueError, match=match):
-        PrivateEProcess(*_bern(0.6), budget=budget).partial_fit(X)
+        PrivateEProcess(*bern_pair(0.6), budget=budget).partial_fit(X)
     assert budget.ledger == []
 
 
 def test_bad_rows_mid_stream_are_rejected_and_the_stream_goes_on():
-    proc = PrivateEProcess(*_bern(0.6), alpha=1e-9, schedule=[10], random_state=0)
+    proc = PrivateEProcess(*bern_pair(0.6), alpha=1e-9, schedule=[10], random_state=0)
     proc.partial_fit(np.zeros((15, 1)))
     with pytest.raises(ValueError, match="X has 2 features"):
         proc.partial_fit(np.zeros((5, 2)))

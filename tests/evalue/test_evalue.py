@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import integrate, optimize, special, stats
+from scipy import integrate, special, stats
 
 import skdptest.evalue._merge as merge_module
 from skdptest import (
@@ -20,26 +20,12 @@ from skdptest._recorder import recording
 from skdptest.evalue._laws import make_laws
 from skdptest.evalue._merge import choose_bet, expected_log_release
 from skdptest.evalue._optimal import optimal_statistic
+from tests.evalue._reference import P0, bern_pair, bernoulli_e_star, dlaplace_cdf, family_ceiling
 
-P0 = 0.3
 BERNOULLI_PAIRS_EPS1 = [0.5, 0.6, 0.7]
 # recoveries E_Q[log E] / (n R_ε) at n = 1000 from evalues.md
 REFERENCE_RECOVERY = {(0.5, 0.5): 0.943, (0.5, 1.0): 0.986, (0.6, 1.0): 0.976,
                       (0.7, 0.5): 0.969, (0.7, 1.0): 0.981}
-
-
-def _bern(q):
-    return stats.bernoulli(P0), stats.bernoulli(q)
-
-
-def _bernoulli_e_star(q, eps):
-    """E* clipped at log-range ``eps`` on {0, 1}, from the closed form of evalues.md
-    (independent of the solver)."""
-    lr = np.array([(1 - q) / (1 - P0), q / P0])
-    if lr.max() / lr.min() <= math.exp(eps):
-        return lr
-    c1 = 1.0 / (1 - P0 + P0 * math.exp(eps))
-    return np.clip(lr, c1, math.exp(eps) * c1)
 
 
 # ---------------------------------------------------------------- validity
@@ -47,10 +33,10 @@ def _bernoulli_e_star(q, eps):
 @pytest.mark.parametrize("n", [1, 10, 1000])
 def test_exact_validity_bernoulli(q, eps, n):
     """E_P[exp(Λ̃)] = (E_P[1 − λ + λE])^n E[e^Z](1 − b²), computed independently."""
-    null, alt = _bern(q)
+    null, alt = bern_pair(q)
     est = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1)))
     lam, b = est.result_.bet, est.result_.noise_scale
-    e = _bernoulli_e_star(q, est.result_.clip_range)
+    e = bernoulli_e_star(q, est.result_.clip_range)
     per_row = (1 - P0) * (1 - lam + lam * e[0]) + P0 * (1 - lam + lam * e[1])
     # E_P[e^{Λ_n}] <= 1; the release's floors only lower Λ_n and its discrete noise
     # has E[e^{gK}] e^{−c} = 1 exactly (summed in test_float_safe.py)
@@ -119,7 +105,7 @@ def _exact_batch_mass(n=20):
     integer M(s) and its noise rate r, and releases g (M(s) + K) − c with K the draw;
     E_P[E] = Σ_s Binom(s; n, P0) e^{g M(s)} · Σ_k P(K = k) e^{g k} · e^{−c}, the noise
     sum from scipy's discrete Laplace pmf (independent of the library's compensator)."""
-    null, alt = _bern(0.6)
+    null, alt = bern_pair(0.6)
     log_terms, laws = [], set()
     for s in range(n + 1):
         X = np.r_[np.ones(s), np.zeros(n - s)].reshape(-1, 1)
@@ -182,7 +168,7 @@ def _neighbour_log_ratio(null, alt, X, row_values, eps, seed=3):
 @pytest.mark.parametrize("q, eps", [(0.7, 1.0), (0.5, 0.5), (0.9, 2.0)])
 def test_privacy_of_release_on_adversarial_replacements(q, eps):
     X = np.random.default_rng(0).binomial(1, 0.5, size=(40, 1)).astype(float)
-    worst = _neighbour_log_ratio(*_bern(q), X, [0.0, 1.0], eps)
+    worst = _neighbour_log_ratio(*bern_pair(q), X, [0.0, 1.0], eps)
     assert worst <= eps + 1e-9
     assert worst >= 0.5 * eps  # the replacement moves the statistic: the check is not vacuous
 
@@ -199,16 +185,8 @@ def test_halved_noise_fails_the_privacy_check(monkeypatch):
     real = merge_module.quantise_rate  # mutant: the noise rate doubled (half the noise)
     monkeypatch.setattr(merge_module, "quantise_rate", lambda rate: real(2 * rate))
     X = np.random.default_rng(0).binomial(1, 0.5, size=(40, 1)).astype(float)
-    worst = _neighbour_log_ratio(*_bern(0.7), X, [0.0, 1.0], 1.0)
+    worst = _neighbour_log_ratio(*bern_pair(0.7), X, [0.0, 1.0], 1.0)
     assert worst > 1.5
-
-
-def _discrete_laplace_cdf(k, rate):
-    """P(K <= k) of the discrete Laplace law P(K = k) ∝ e^{−rate|k|}, written out."""
-    p = math.exp(-rate)
-    k = np.asarray(k, dtype=float)
-    with np.errstate(over="ignore"):
-        return np.where(k >= 0, 1 - p ** (k + 1) / (1 + p), p ** (-k) / (1 + p))
 
 
 def test_noise_is_discrete_laplace_with_the_reported_scale():
@@ -218,7 +196,7 @@ def test_noise_is_discrete_laplace_with_the_reported_scale():
     computed merged statistic."""
     q, eps = 0.7, 1.0
     X = np.random.default_rng(5).binomial(1, 0.5, size=(100, 1))
-    est = PrivateEValueTest(*_bern(q), epsilon=eps, random_state=np.random.default_rng(6))
+    est = PrivateEValueTest(*bern_pair(q), epsilon=eps, random_state=np.random.default_rng(6))
     outs = []
     # chi-square p with 500 draws: 0.20 here, 5e-113 for the twice-the-rate law (1000
     # draws: 0.78 and 3e-208; 500 keep the mutant far below its 1e-6 threshold)
@@ -226,8 +204,8 @@ def test_noise_is_discrete_laplace_with_the_reported_scale():
         r = est.fit(X).result_
         outs.append(r.log_e_value)
     lam, b = r.bet, r.noise_scale
-    e = _bernoulli_e_star(q, r.clip_range)
-    laws = make_laws(*_bern(q))
+    e = bernoulli_e_star(q, r.clip_range)
+    laws = make_laws(*bern_pair(q))
     stat = optimal_statistic(laws, r.clip_range)[0]
     noise = merge_module.release_noise(stat, lam, eps)
     assert noise.scale == b
@@ -238,12 +216,12 @@ def test_noise_is_discrete_laplace_with_the_reported_scale():
     k = np.array([noise.integer(v) for v in outs]) - m
     edges = np.unique(np.round(stats.laplace(scale=1 / noise.rate).ppf(
         np.linspace(0, 1, 21)[1:-1])))
-    cdf = _discrete_laplace_cdf(edges, noise.rate)
+    cdf = dlaplace_cdf(edges, noise.rate)
     probs = np.diff(np.concatenate([[0.0], cdf, [1.0]]))
     observed = np.bincount(np.searchsorted(edges, k, side="left"), minlength=probs.size)
     assert stats.chisquare(observed, probs * k.size).pvalue > 1e-3
     # the check can fail: the same draws against twice the rate
-    cdf2 = _discrete_laplace_cdf(edges, 2 * noise.rate)
+    cdf2 = dlaplace_cdf(edges, 2 * noise.rate)
     probs2 = np.diff(np.concatenate([[0.0], cdf2, [1.0]]))
     assert stats.chisquare(observed, probs2 * k.size).pvalue < 1e-6
     merged = 1 - lam + lam * e
@@ -254,11 +232,11 @@ def test_noise_is_discrete_laplace_with_the_reported_scale():
 @pytest.mark.parametrize("q", BERNOULLI_PAIRS_EPS1)
 def test_e_power_at_least_90_percent_of_rate(q):
     n, eps = 1000, 1.0
-    null, alt = _bern(q)
+    null, alt = bern_pair(q)
     rate = optimal_rate(null, alt, eps).rate
     r = PrivateEValueTest(null, alt, epsilon=eps, random_state=0).fit(np.zeros((n, 1))).result_
     lam, b = r.bet, r.noise_scale
-    e = _bernoulli_e_star(q, r.clip_range)
+    e = bernoulli_e_star(q, r.clip_range)
     exact = n * ((1 - q) * math.log(1 - lam + lam * e[0]) + q * math.log(1 - lam + lam * e[1]))
     # the float-safe release's compensator c = log E[e^{gK}] (≈ −log(1 − b²)) and the
     # floors' mean loss (n h + g)/2 (doc/evalues.md, 'Float-safe release')
@@ -272,7 +250,7 @@ def test_e_power_at_least_90_percent_of_rate(q):
 
 @pytest.mark.parametrize("q, eps", list(REFERENCE_RECOVERY))
 def test_auto_bet_recovers_reference_figures(q, eps):
-    laws = make_laws(*_bern(q))
+    laws = make_laws(*bern_pair(q))
     stat, rate = optimal_statistic(laws, eps)
     bet = choose_bet(laws, stat, 1000, eps)
     value = expected_log_release(laws, stat, bet, 1000, eps)
@@ -283,11 +261,11 @@ def test_auto_bet_recovers_reference_figures(q, eps):
 
 def test_monte_carlo_e_power_matches_exact_expectation():
     q, eps, n = 0.7, 1.0, 300
-    logs, est = _release_draws(*_bern(q), lambda rng, n: rng.binomial(1, q, size=(n, 1)),
+    logs, est = _release_draws(*bern_pair(q), lambda rng, n: rng.binomial(1, q, size=(n, 1)),
                                n=n, reps=400, seed=2, epsilon=eps)
     # 400 draws: a planner that omits (or halves) the compensator c is off by 11.7 (5.1)
     # standard errors here (800 draws: 11.7 and 6.0 of theirs)
-    laws = make_laws(*_bern(q))
+    laws = make_laws(*bern_pair(q))
     stat, _ = optimal_statistic(laws, eps)
     exact = expected_log_release(laws, stat, est.result_.bet, n, eps)
     se = logs.std(ddof=1) / math.sqrt(logs.size)
@@ -295,7 +273,7 @@ def test_monte_carlo_e_power_matches_exact_expectation():
 
 
 def test_tslr_is_valid_and_weaker_than_optimal():
-    null, alt = _bern(0.7)
+    null, alt = bern_pair(0.7)
     n = 1000
     opt = PrivateEValueTest(null, alt, random_state=0).fit(np.zeros((n, 1))).result_
     ts = PrivateEValueTest(null, alt, statistic="tslr", random_state=0).fit(np.zeros((n, 1)))
@@ -323,14 +301,14 @@ def test_tslr_works_where_optimal_is_refused():
 # ---------------------------------------------------------------- decisions and API
 def test_rejects_under_alternative_and_not_under_null():
     rng = np.random.default_rng(0)
-    null, alt = _bern(0.6)
+    null, alt = bern_pair(0.6)
     assert PrivateEValueTest(null, alt, random_state=1).decision(rng.binomial(1, 0.6, (500, 1)))
     assert not PrivateEValueTest(null, alt, random_state=1).decision(
         rng.binomial(1, P0, (500, 1)))
 
 
 def test_result_fields_and_no_private_internals():
-    est = PrivateEValueTest(*_bern(0.6), random_state=0).fit(np.ones((20, 1)))
+    est = PrivateEValueTest(*bern_pair(0.6), random_state=0).fit(np.ones((20, 1)))
     r = est.test()
     assert isinstance(r, EValueResult)
     assert r.e_value == pytest.approx(math.exp(r.log_e_value))
@@ -366,7 +344,7 @@ def test_dataframe_keeps_feature_names():
 def test_score_is_charged_and_returns_log_e_value():
     budget = PrivacyBudget(3.0)
     X = np.ones((50, 1))
-    est = PrivateEValueTest(*_bern(0.6), epsilon=1.0, budget=budget, random_state=0).fit(X)
+    est = PrivateEValueTest(*bern_pair(0.6), epsilon=1.0, budget=budget, random_state=0).fit(X)
     s = est.score(X)
     assert isinstance(s, float)
     assert [e.label for e in budget.ledger] == ["PrivateEValueTest.fit", "PrivateEValueTest.score"]
@@ -375,7 +353,7 @@ def test_score_is_charged_and_returns_log_e_value():
 
 def test_budget_exceeded_charges_nothing_and_leaves_no_result():
     budget = PrivacyBudget(1.5)
-    est = PrivateEValueTest(*_bern(0.6), epsilon=1.0, budget=budget).fit(np.ones((5, 1)))
+    est = PrivateEValueTest(*bern_pair(0.6), epsilon=1.0, budget=budget).fit(np.ones((5, 1)))
     from skdptest import BudgetExceededError
 
     with pytest.raises(BudgetExceededError, match="asked for epsilon=1"):
@@ -417,7 +395,7 @@ BAD_DATA = [
 def test_bad_data_rejected_without_charge(X, match):
     budget = PrivacyBudget(10.0)
     with pytest.raises(ValueError, match=match):
-        PrivateEValueTest(*_bern(0.6), budget=budget).fit(X)
+        PrivateEValueTest(*bern_pair(0.6), budget=budget).fit(X)
     assert budget.ledger == []
 
 
@@ -449,8 +427,8 @@ def test_score_with_wrong_width_rejected_without_charge():
 
 def test_same_seed_reproduces_and_score_uses_a_separate_stream():
     X = np.ones((30, 1))
-    a = PrivateEValueTest(*_bern(0.6), random_state=7).fit(X)
-    b = PrivateEValueTest(*_bern(0.6), random_state=7).fit(X)
+    a = PrivateEValueTest(*bern_pair(0.6), random_state=7).fit(X)
+    b = PrivateEValueTest(*bern_pair(0.6), random_state=7).fit(X)
     assert a.result_ == b.result_
     assert a.score(X) != a.result_.log_e_value
 
@@ -458,7 +436,7 @@ def test_same_seed_reproduces_and_score_uses_a_separate_stream():
 # ---------------------------------------------------------------- exact post-processing
 def test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count():
     q, eps, n = 0.6, 1.0, 200
-    null, alt = _bern(q)
+    null, alt = bern_pair(q)
     X = np.random.default_rng(3).binomial(1, q, size=(n, 1))
     est = PrivateEValueTest(null, alt, epsilon=eps, statistic="exact", random_state=4)
     r = est.fit(X).result_
@@ -479,7 +457,7 @@ def test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count():
 
 @pytest.mark.slow
 def test_exact_statistic_monte_carlo_validity_and_power():
-    null, alt = _bern(0.5)
+    null, alt = bern_pair(0.5)
     logs, _ = _release_draws(null, alt, lambda rng, n: rng.binomial(1, P0, size=(n, 1)),
                              n=40, reps=3000, seed=8, statistic="exact")
     e = np.exp(logs)
@@ -497,7 +475,7 @@ def test_exact_statistic_refused_without_exact_model_and_without_charge():
 
 # ---------------------------------------------------------------- power planning
 def test_expected_log_e_value_matches_monte_carlo_and_charges_nothing():
-    null, alt = _bern(0.6)
+    null, alt = bern_pair(0.6)
     planned = __import__("skdptest").expected_log_e_value(null, alt, 200, 1.0)
     logs, _ = _release_draws(null, alt, lambda rng, n: rng.binomial(1, 0.6, size=(n, 1)),
                              n=200, reps=1000, seed=12, epsilon=1.0)
@@ -508,26 +486,6 @@ def test_expected_log_e_value_matches_monte_carlo_and_charges_nothing():
 
 
 # ---------------------------------------------------------------- clip-range planning
-def _family_ceiling(null, alt, n, eps, grid=40):
-    """max over r of n R_r + log(1 − (r/ε)²), from the public ``optimal_rate``
-    (independent of the planner's search): a coarse grid, then a bounded scalar search
-    between the grid points around its best (an attained value: a lower bound of the
-    maximum, closer to it than the former 300-point grid for a tenth of the calls)."""
-
-    def objective(r):
-        return n * optimal_rate(null, alt, r).rate + math.log1p(-(r / eps) ** 2)
-
-    rs = np.linspace(1e-3, 1 - 1e-6, grid) * eps
-    vals = [objective(r) for r in rs]
-    i = int(np.argmax(vals))
-    fine = optimize.minimize_scalar(lambda r: -objective(r), method="bounded",
-                                    bounds=(rs[max(i - 1, 0)], rs[min(i + 1, grid - 1)]),
-                                    options={"xatol": 1e-6 * eps})
-    if -fine.fun > vals[i]:
-        return -fine.fun, fine.x
-    return vals[i], rs[i]
-
-
 @pytest.mark.parametrize("mu, n, paper", [(0.25, 100, 0.683), (0.25, 1000, 0.930),
                                           (0.5, 100, 0.806)])
 def test_planned_clip_range_reaches_the_ceiling_of_additive_releases(mu, n, paper):
@@ -541,7 +499,7 @@ def test_planned_clip_range_reaches_the_ceiling_of_additive_releases(mu, n, pape
     eps = 1.0
     nr = n * optimal_rate(null, alt, eps).rate
     planned = expected_log_e_value(null, alt, n, eps)
-    ceiling, r_grid = _family_ceiling(null, alt, n, eps)
+    ceiling, r_grid = family_ceiling(null, alt, n, eps)
     # the searched maximum is a lower bound of the true maximum, within ~1e-5 nats of
     # it; the float-safe release
     # (doc/evalues.md, 'Float-safe release') pays the floors' mean loss <= g ≈ 2^-10 r
@@ -628,7 +586,7 @@ def test_planned_clip_matches_monte_carlo_e_power_and_validity():
 def test_bernoulli_plan_keeps_the_merged_release():
     """For two-point laws merging loses nothing (every bounded two-point statistic is a
     clipped likelihood ratio), so the planner keeps the paper's clip at ε."""
-    r = PrivateEValueTest(*_bern(0.7), epsilon=1.0, random_state=0).fit(np.zeros((1000, 1)))
+    r = PrivateEValueTest(*bern_pair(0.7), epsilon=1.0, random_state=0).fit(np.zeros((1000, 1)))
     assert r.result_.clip_range == 1.0 and 0 < r.result_.bet < 1
 
 
@@ -639,7 +597,7 @@ def test_planned_exact_two_point_matches_the_certificate_primal():
     from skdptest import expected_log_e_value
     from skdptest.evalue._bound import two_point_epower_bound
 
-    planned = expected_log_e_value(*_bern(0.7), 60, 1.0, statistic="exact")
+    planned = expected_log_e_value(*bern_pair(0.7), 60, 1.0, statistic="exact")
     assert planned == pytest.approx(two_point_epower_bound(60, P0, 0.7, 1.0).geometric,
                                     rel=1e-10)
 
@@ -695,4 +653,4 @@ def test_expected_log_e_value_bad_input(kwargs, exc, match):
 
     params = {"n_samples": 10, "epsilon": 1.0, **kwargs}
     with pytest.raises(exc, match=match):
-        expected_log_e_value(*_bern(0.6), **params)
+        expected_log_e_value(*bern_pair(0.6), **params)

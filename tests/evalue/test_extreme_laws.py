@@ -7,7 +7,6 @@ any charge; accepted laws compute their log-likelihood ratio without cancellatio
 """
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -23,6 +22,7 @@ from skdptest import (
     optimal_rate,
 )
 from skdptest.evalue._laws import SPACING_BITS, check_float_range, make_laws
+from tests.evalue._reference import exact_gaussian_log_ratio
 
 REFUSED_RATIOS = [2.0**52, 2.0**53, 1e15, 1e300]
 STATISTICS = ["optimal", "tslr", "exact"]
@@ -110,11 +110,6 @@ def test_accepted_far_law_gives_the_release_of_the_centred_data():
     assert equal >= 18
 
 
-def _exact_log_ratio(x, mu_p, mu_q, var):
-    d = Fraction(mu_q) - Fraction(mu_p)
-    return float(d / Fraction(var) * (Fraction(x) - Fraction(mu_p) - d / 2))
-
-
 def _midpoint_log_ratio(x, mu_p, mu_q, var):  # the former formula (rounded midpoint)
     return (x - (mu_p + mu_q) / 2.0) * ((mu_q - mu_p) / var)
 
@@ -123,7 +118,7 @@ def test_midpoint_formula_fails_the_cancellation_check():
     # the check of the property test below catches the former formula at an accepted law
     mu_p, mu_q, var = 3e6 + 0.3, 3e6 + 1.1, 1.0
     x = 3e6 + 0.7
-    exact = _exact_log_ratio(x, mu_p, mu_q, var)
+    exact = exact_gaussian_log_ratio(x, mu_p, mu_q, var)
     got = make_laws(stats.norm(mu_p, 1), stats.norm(mu_q, 1)).log_ratio(np.array([[x]]))[0]
     tol = 1e-12 * (abs(exact) + abs(mu_q - mu_p))
     assert abs(got - exact) <= tol
@@ -162,7 +157,7 @@ def test_property_refused_or_log_ratio_without_cancellation(log_ratio, sign, log
     xs = np.array([[loc + o * scale] for o in offsets])
     got = laws.log_ratio(xs)
     for x, g in zip(xs[:, 0], got, strict=True):
-        exact = _exact_log_ratio(x, loc, mu_q, float(P.var()))
+        exact = exact_gaussian_log_ratio(x, loc, mu_q, float(P.var()))
         assert abs(g - exact) <= 1e-12 * (abs(exact) + abs(mu_q - loc) / scale), (x, g, exact)
 
 

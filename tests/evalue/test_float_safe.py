@@ -4,7 +4,8 @@ The merged release is g·(M + K) − c with M the floored batch integer, K an ex
 discrete Laplace draw and c its exact compensator (``_merge``); the exact statistics
 draw two-sided geometric noise at a quantised rate and evaluate every density at that
 same rate (``_exact``, ``_lattice``). Sums over the noise are computed here from the
-pmf written out, P(K = k) = tanh(r/2) e^{−r|k|}, with certified tail bounds.
+pmf written out, P(K = k) = tanh(r/2) e^{−r|k|}, with certified tail bounds (both from
+``_reference.py``: ``dlaplace_log_pmf``, ``log_mgf_bounds``, ``tail_cut_closed_form``).
 """
 
 import itertools
@@ -30,29 +31,18 @@ from skdptest.evalue._merge import (
     release_noise,
 )
 from skdptest.evalue._optimal import optimal_statistic
-
-P0 = 0.3
+from tests.evalue._reference import (
+    P0,
+    chi2_pvalue_written,
+    dlaplace_log_pmf,
+    log_mgf_bounds,
+    tail_cut_closed_form,
+)
 
 
 def _two_point(q, eps):
     laws = make_laws(stats.bernoulli(P0), stats.bernoulli(q))
     return laws, optimal_statistic(laws, eps)[0]
-
-
-def _log_pmf(k, rate):
-    """log P(K = k) of the discrete Laplace law, written out (independent of _noise)."""
-    return math.log(math.tanh(rate / 2)) - rate * np.abs(k)
-
-
-def _log_mgf_bounds(rate, g, cut):
-    """(lower, upper) bounds of log E[e^{gK}]: the sum over |k| <= cut, and that sum plus
-    the certified tails Σ_{|k| > cut} tanh(r/2) e^{−(r ∓ g)|k|}
-    <= 2 tanh(r/2) e^{−(r − g)(cut + 1)} / (1 − e^{−(r − g)})."""
-    k = np.arange(-cut, cut + 1)
-    inner = special.logsumexp(_log_pmf(k, rate) + g * k)
-    tail = (math.log(2 * math.tanh(rate / 2)) - (rate - g) * (cut + 1)
-            - math.log(-math.expm1(-(rate - g))))
-    return float(inner), float(np.logaddexp(inner, tail))
 
 
 def _batch_integers(laws, stat, bet, noise, n):
@@ -80,7 +70,7 @@ def test_merged_release_is_an_e_value_by_exact_summation(q, eps, n):
     assert np.all(noise.grid * m <= exact_sum)
     assert np.all(noise.grid * m >= exact_sum - noise.grid - n * noise.fine)
     cut = int(80 / (noise.rate - noise.grid)) + 1
-    lo, hi = _log_mgf_bounds(noise.rate, noise.grid, cut)
+    lo, hi = log_mgf_bounds(noise.rate, noise.grid, cut)
     assert hi - lo < 1e-15
     c = noise.log_mgf
     assert c == pytest.approx(lo, rel=1e-12)  # the compensator is the exact log mgf
@@ -107,7 +97,7 @@ def _worst_log_ratio(stat, bet, eps, X_rows, rng, trials=20):
         m_a, m_b = merged_integer(a, noise), merged_integer(b, noise)
         assert abs(m_b - m_a) <= noise.steps
         j = np.arange(min(m_a, m_b) - 3 * noise.steps, max(m_a, m_b) + 3 * noise.steps)
-        ratio = _log_pmf(j - m_a, noise.rate) - _log_pmf(j - m_b, noise.rate)
+        ratio = dlaplace_log_pmf(j - m_a, noise.rate) - dlaplace_log_pmf(j - m_b, noise.rate)
         worst = max(worst, float(np.max(np.abs(ratio))))
     return worst, noise
 
@@ -257,11 +247,6 @@ def test_float_safe_cost_is_a_small_factor_on_the_noise():
 
 
 # ---------------------------------------------------------------- (e) exact statistics
-def _tail_cut(rate, tol=1e-16):
-    cut = int(-math.log(tol * -math.expm1(-rate) / 2) / rate) + 1
-    return cut, 2 * math.exp(-rate * (cut + 1)) / -math.expm1(-rate)
-
-
 @pytest.mark.parametrize("n, eps", [(10, 0.7), (25, 0.3)])
 def test_binary_exact_validity_at_the_quantised_rate(n, eps):
     """Σ_y f_P(y) E(y) = 1 with f_P the law of the count plus noise at the sampler's
@@ -269,30 +254,19 @@ def test_binary_exact_validity_at_the_quantised_rate(n, eps):
     model = BinaryExact(1.0, P0, 0.6)
     rate = quantise_rate(eps)
     assert rate < eps and model.noise_rate(eps) == rate
-    cut, tail = _tail_cut(rate)
+    cut, tail = tail_cut_closed_form(rate)
     ys = np.arange(-cut, n + cut + 1)
     log_lr = model.log_lr(ys, n, eps)
 
     def total(r):
         k = np.arange(n + 1)
         f = special.logsumexp(stats.binom.logpmf(k, n, P0)[None, :]
-                              + _log_pmf(ys[:, None] - k[None, :], r), axis=1)
+                              + dlaplace_log_pmf(ys[:, None] - k[None, :], r), axis=1)
         return math.fsum(np.exp(f + log_lr))
 
     assert total(rate) <= 1.0 + tail + 1e-12
     assert total(rate) == pytest.approx(1.0, abs=1e-12)
     assert abs(total(eps) - 1.0) > 1e-9
-
-
-def _chi2_pvalue(z, rate, half_width):
-    values = np.arange(-half_width, half_width + 1)
-    p = np.exp(_log_pmf(values, rate))
-    tail = (1 - p.sum()) / 2
-    observed = [np.sum(z < -half_width), *[np.sum(z == v) for v in values],
-                np.sum(z > half_width)]
-    expected = np.array([tail, *p, tail]) * z.size
-    assert expected.min() >= 5
-    return stats.chisquare(observed, expected).pvalue
 
 
 def test_exact_samplers_follow_the_pmf_used_by_log_lr(monkeypatch):
@@ -319,9 +293,9 @@ def test_exact_samplers_follow_the_pmf_used_by_log_lr(monkeypatch):
     assert rate_l == quantise_rate(0.7 / lattice.steps(20)) < 0.7 / lattice.steps(20)
     # the law the densities assume is the law drawn
     z = real(rng, rate_b, size=20000)
-    assert _chi2_pvalue(z, rate_b, 5) > 1e-3
-    assert _chi2_pvalue(z, 2 * rate_b, 3) < 1e-6  # the check can fail
-    assert _chi2_pvalue(real(rng, rate_l, size=20000), rate_l, 60) > 1e-3
+    assert chi2_pvalue_written(z, rate_b, 5) > 1e-3
+    assert chi2_pvalue_written(z, 2 * rate_b, 3) < 1e-6  # the check can fail
+    assert chi2_pvalue_written(real(rng, rate_l, size=20000), rate_l, 60) > 1e-3
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -335,10 +309,10 @@ def test_lattice_validity_at_the_quantised_rate(n):
     law = np.zeros(n * model.steps(n) + 1)
     for rows in itertools.product(support, repeat=n):
         law[g[list(rows)].sum()] += np.prod(null.pmf(np.array(rows)))
-    cut, tail = _tail_cut(rate)
+    cut, tail = tail_cut_closed_form(rate)
     t = np.arange(law.size)
     ys = np.arange(-cut, law.size + cut)
-    f = np.array([math.fsum(law * np.exp(_log_pmf(y - t, rate))) for y in ys])
+    f = np.array([math.fsum(law * np.exp(dlaplace_log_pmf(y - t, rate))) for y in ys])
     total = math.fsum(f * np.exp(model.log_lr(ys, n)))
     assert total <= 1.0 + tail + 1e-12
     assert total == pytest.approx(1.0, abs=1e-8)

@@ -11,29 +11,7 @@ import skdptest.evalue._lattice as lattice_module
 from skdptest import PrivacyBudget, PrivateEProcess, PrivateEValueTest, expected_log_e_value
 from skdptest.evalue._lattice import LatticeExact
 from skdptest.evalue._laws import make_laws
-
-
-def _geometric_pmf(z, rate):
-    """Two-sided geometric law P(Z = z) = tanh(rate/2) exp(-rate |z|), written out."""
-    a = math.exp(-rate)
-    return (1 - a) / (1 + a) * np.exp(-rate * np.abs(z))
-
-
-def _validity_sum(model, law, n, rate, against="P"):
-    """Σ_y f(y) E(y) with f built from an independent law of T under the hypothesis
-    the e-value is against."""
-    t = np.arange(law.size)
-    ys = np.arange(-int(60 / rate), law.size + int(60 / rate))
-    f = np.array([np.dot(law, _geometric_pmf(y - t, rate)) for y in ys])
-    return float(np.sum(f * np.exp(model.log_lr(ys, n, against=against))))
-
-
-def _law_of_sum(masses, n):
-    """Law of T, by n direct convolutions (independent of the shipped code)."""
-    law = np.array([1.0])
-    for _ in range(n):
-        law = np.convolve(law, masses)
-    return law
+from tests.evalue._reference import geometric_pmf_written, law_of_sum, validity_sum
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
@@ -45,7 +23,7 @@ def test_validity_discrete_by_enumeration(n):
     law = np.zeros(n * model.steps(n) + 1)
     for rows in itertools.product(support, repeat=n):  # every dataset of n rows
         law[g[list(rows)].sum()] += np.prod(null.pmf(np.array(rows)))
-    total = _validity_sum(model, law, n, model.noise_rate(n))
+    total = validity_sum(model, law, n, model.noise_rate(n))
     assert total <= 1.0 + 1e-12
     assert total == pytest.approx(1.0, abs=1e-8)
 
@@ -70,7 +48,7 @@ def test_gaussian_cell_masses_match_independent_normal_cdfs():
 def test_validity_gaussian_with_independent_law_of_the_sum(n):
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
-    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[0], n), n,
+    total = validity_sum(model, law_of_sum(model.cell_masses(n)[0], n), n,
                           model.noise_rate(n))
     assert total <= 1.0 + 1e-12
     assert total == pytest.approx(1.0, abs=1e-8)
@@ -87,7 +65,7 @@ def test_monte_carlo_validity_gaussian():
 
 
 def _release_law(model, count, n, rate, ys):
-    return _geometric_pmf(ys - count, rate)
+    return geometric_pmf_written(ys - count, rate)
 
 
 def test_privacy_exact_output_ratio_on_adversarial_rows():
@@ -118,7 +96,7 @@ def test_noise_draws_follow_the_geometric_law_and_halved_noise_is_caught(monkeyp
     z = np.array([model.release(0, 1.0, rng, n) for _ in range(5000)])
     rate = model.noise_rate(n)
     values = np.arange(-60, 61)
-    expected = _geometric_pmf(values, rate) * z.size
+    expected = geometric_pmf_written(values, rate) * z.size
     observed = np.array([(z == v).sum() for v in values])
     chi2 = float(np.sum((observed - expected) ** 2 / expected))
     assert chi2 < stats.chi2.ppf(1 - 1e-4, values.size - 1)
@@ -187,7 +165,7 @@ def test_validity_gaussian_on_the_fft_path():
     model = LatticeExact(make_laws(null, alt), 1.0)
     n = 150
     assert n * model.steps(n) + 1 > lattice_module._DIRECT_MAX
-    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[0], n), n,
+    total = validity_sum(model, law_of_sum(model.cell_masses(n)[0], n), n,
                           model.noise_rate(n))
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)
@@ -251,7 +229,7 @@ def test_validity_gaussian_on_the_fft_path_at_n_600():
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
     n = 600
-    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[0], n), n,
+    total = validity_sum(model, law_of_sum(model.cell_masses(n)[0], n), n,
                           model.noise_rate(n))
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)
@@ -263,7 +241,7 @@ def test_reciprocal_is_valid_against_q_with_its_own_guard(n):
     direct (n = 4) and FFT (n = 150) paths."""
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
-    total = _validity_sum(model, _law_of_sum(model.cell_masses(n)[1], n), n,
+    total = validity_sum(model, law_of_sum(model.cell_masses(n)[1], n), n,
                           model.noise_rate(n), against="Q")
     assert total <= 1.0
     assert total == pytest.approx(1.0, abs=1e-6)

@@ -10,11 +10,12 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate, optimize, stats
+from scipy import stats
 
 from skdptest import PrivateEValueTest, optimal_rate
 from skdptest.evalue._laws import _certify, make_laws
 from skdptest.evalue._optimal import optimal_statistic, tslr_statistic
+from tests.evalue._reference import exact_mass_oscillating, independent_mass
 
 # ---------------------------------------------------------------- the reproduction
 CELLS = 8000  # the density alternates 0.5 / 1.5 on cells of width 1/CELLS
@@ -47,13 +48,6 @@ class _Oscillating(stats.rv_continuous):
 
 def _oscillating():
     return _Oscillating(a=0.0, b=1.0, name="oscillating")()
-
-
-def _exact_mass_oscillating(log_e):
-    """E_P[E] for P = U(0, 1) and a statistic E = exp(log_e(L)), by exact cell integrals:
-    half of [0, 1] (the even cells) has q/p = 0.5, the other half q/p = 1.5."""
-    e = np.exp(log_e(np.log(np.array([0.5, 1.5]))))
-    return 0.5 * e[0] + 0.5 * e[1]
 
 
 def test_oscillating_law_is_a_proper_law():
@@ -90,14 +84,14 @@ def test_oscillating_density_tslr_is_an_e_value_exactly():
     laws = make_laws(stats.uniform(), _oscillating())
     for eps in (0.1, 0.3, 1.0, 2.0):
         stat = tslr_statistic(laws, eps)
-        assert _exact_mass_oscillating(stat.log_e) <= 1.0 + 1e-15
+        assert exact_mass_oscillating(stat.log_e) <= 1.0 + 1e-15
 
 
 def test_exact_cell_integral_catches_the_grid_normaliser():
     # The check used above has teeth: the clip constants the 4001-point grid produced
     # before the fix (ε = 0.3: c1 = 0.99996, c2 = e^0.3 c1) give E_P[E*] = 1.175.
     c1 = 0.9999562695614878
-    mass = _exact_mass_oscillating(lambda L: np.clip(L, math.log(c1), math.log(c1) + 0.3))
+    mass = exact_mass_oscillating(lambda L: np.clip(L, math.log(c1), math.log(c1) + 0.3))
     assert mass == pytest.approx(1.174878, abs=1e-6)
     assert mass > 1.0
 
@@ -152,50 +146,12 @@ GRID = [
 ]
 
 
-def _band_levels(log_e):
-    """The L-levels where log_e(L) = clip(L - shift, log c1, log c2) has its kinks,
-    read off the function itself (log_e - L is constant inside the band)."""
-    L = np.linspace(-60, 60, 240_001)
-    v = log_e(L)
-    inside = (v > v.min()) & (v < v.max())
-    if not inside.any():
-        return []
-    shift = float(np.median((L - v)[inside]))
-    return [float(v.min()) + shift, float(v.max()) + shift]
-
-
-def _independent_mass(null, alt, log_e):
-    """E_P[E] for E = exp(log_e(log q/p)) by adaptive quadrature in quantile space,
-    E_P[E] = ∫_0^1 E(F^{-1}(u)) du (bounded integrand, no tails), split at the kinks
-    (crossings of L with the clip levels found on a fine grid and polished by brentq).
-    Returns (value, QUADPACK error estimate)."""
-
-    def L(x):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return alt.logpdf(x) - null.logpdf(x)
-
-    def h(u):
-        return float(np.exp(log_e(np.array([L(null.ppf(u))])))[0])
-
-    u = np.linspace(0, 1, 100_001)[1:-1]
-    g = L(null.ppf(u))
-    points = []
-    for t in _band_levels(log_e):
-        s = np.sign(g - t)
-        for i in np.flatnonzero(s[1:] != s[:-1]):
-            points.append(optimize.brentq(lambda v, t=t: L(null.ppf(v)) - t, u[i], u[i + 1],
-                                          xtol=1e-15))
-    value, err = integrate.quad(h, 0.0, 1.0, points=sorted(points) or None, limit=1000,
-                                epsabs=1e-13, epsrel=1e-13)
-    return value, err
-
-
 @pytest.mark.parametrize("name, null, alt, eps", GRID)
 def test_certified_family_normaliser_by_independent_quadrature(name, null, alt, eps):
     laws = make_laws(null, alt)
     assert laws.exact, name
     stat, r = optimal_statistic(laws, eps)
-    mass, err = _independent_mass(null, alt, stat.log_e)
+    mass, err = independent_mass(null, alt, stat.log_e)
     # validity: E_P[E*] <= 1 up to the quadrature's own error estimate
     assert mass <= 1.0 + err + 1e-14, (name, eps, mass - 1.0, err)
     # and the normaliser is not wastefully conservative
@@ -209,7 +165,7 @@ def test_independent_quadrature_detects_a_normaliser_off_by_1e_8():
     # The check above has teeth: inflating E* by 1e-8 breaks it.
     null, alt = stats.t(3), stats.t(3, loc=1.0)
     stat, _ = optimal_statistic(make_laws(null, alt), 1.0)
-    mass, err = _independent_mass(null, alt, lambda L: stat.log_e(L) + math.log1p(1e-8))
+    mass, err = independent_mass(null, alt, lambda L: stat.log_e(L) + math.log1p(1e-8))
     assert err < 1e-10
     assert mass > 1.0 + err + 1e-14
 
@@ -282,7 +238,7 @@ def test_refused_laws_still_serve_tslr():
     assert stat.log_hi - stat.log_lo <= 1.0 + 1e-12
     # E_P[tsLR] <= 1 by quadrature (tsLR needs no normaliser)
     null, alt = stats.lognorm(0.5), stats.lognorm(0.7)
-    mass, err = _independent_mass(null, alt, stat.log_e)
+    mass, err = independent_mass(null, alt, stat.log_e)
     assert mass <= 1.0 + err + 1e-14
 
 

@@ -4,11 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from scipy import integrate, optimize, stats
+from scipy import integrate, stats
 
 from skdptest import optimal_rate
 from skdptest.evalue._laws import _certify, _UnivariateLaws, make_laws
 from skdptest.evalue._optimal import optimal_statistic, tslr_statistic
+from tests.evalue._reference import bern_kl, crossings, norm_logpdf, variational_rate
 
 P0 = 0.3
 # (q, eps, R_eps, KL) from the reference table of evalues.md
@@ -21,29 +22,13 @@ TABLE = [
 ]
 
 
-def _bern_kl(a, b):
-    return sum(
-        pa * math.log(pa / pb) for pa, pb in ((a, b), (1 - a, 1 - b)) if pa > 0
-    )
-
-
-def _variational_rate(p, q, eps):
-    """R_ε = inf_r KL(Bern(r)‖Bern(p)) + ε TV(Bern(r), Bern(q)), by direct minimisation."""
-    obj = lambda r: _bern_kl(r, p) + eps * abs(r - q)  # noqa: E731
-    grid = np.linspace(1e-6, 1 - 1e-6, 20001)
-    r0 = grid[np.argmin([obj(r) for r in grid])]
-    res = optimize.minimize_scalar(obj, bounds=(max(r0 - 1e-3, 1e-9), min(r0 + 1e-3, 1 - 1e-9)),
-                                   method="bounded", options={"xatol": 1e-12})
-    return res.fun
-
-
 @pytest.mark.parametrize("q, eps, rate, kl", TABLE)
 def test_bernoulli_table_matches_reference_and_variational_definition(q, eps, rate, kl):
     r = optimal_rate(stats.bernoulli(P0), stats.bernoulli(q), eps)
     assert r.rate == pytest.approx(rate, abs=5e-7)
     assert r.kl == pytest.approx(kl, abs=5e-7)
-    assert r.kl == pytest.approx(_bern_kl(q, P0), rel=1e-12)
-    assert r.rate == pytest.approx(_variational_rate(P0, q, eps), abs=1e-9)
+    assert r.kl == pytest.approx(bern_kl(q, P0), rel=1e-12)
+    assert r.rate == pytest.approx(variational_rate(P0, q, eps), abs=1e-9)
     assert r.rate <= r.kl + 1e-15
 
 
@@ -101,18 +86,10 @@ def test_gaussian_closed_form_matches_generic_univariate_path():
     assert gauss.kl == pytest.approx(0.32, rel=1e-9)
 
 
-def _norm_logpdf(x, mu, sd):
-    """log density of N(mu, sd^2), written out: the integrands below call it once per
-    point, where a frozen scipy law costs ~100 µs a call (checked against scipy in
-    test_closed_form_gaussian_densities_match_scipy)."""
-    z = (x - mu) / sd
-    return -0.5 * z * z - math.log(sd) - 0.5 * math.log(2 * math.pi)
-
-
 def test_closed_form_gaussian_densities_match_scipy():
     x = np.linspace(-40, 40, 1001)
     for mu, sd in [(0, 1), (1, 1), (0.5, 1.6)]:
-        np.testing.assert_allclose(_norm_logpdf(x, mu, sd), stats.norm(mu, sd).logpdf(x),
+        np.testing.assert_allclose(norm_logpdf(x, mu, sd), stats.norm(mu, sd).logpdf(x),
                                    rtol=1e-14, atol=1e-14)
 
 
@@ -121,25 +98,14 @@ def test_gaussian_normaliser_by_independent_quadrature():
     r = optimal_rate(null, alt, 1.0)
 
     def e_star(x):
-        return min(r.c2, max(r.c1, math.exp(_norm_logpdf(x, 1, 1) - _norm_logpdf(x, 0, 1))))
+        return min(r.c2, max(r.c1, math.exp(norm_logpdf(x, 1, 1) - norm_logpdf(x, 0, 1))))
 
-    mass = integrate.quad(lambda x: e_star(x) * math.exp(_norm_logpdf(x, 0, 1)), -40, 40,
+    mass = integrate.quad(lambda x: e_star(x) * math.exp(norm_logpdf(x, 0, 1)), -40, 40,
                           points=[-3, 0, 3], limit=400, epsabs=1e-13)[0]
     assert mass == pytest.approx(1.0, abs=1e-10)
-    power = integrate.quad(lambda x: math.log(e_star(x)) * math.exp(_norm_logpdf(x, 1, 1)),
+    power = integrate.quad(lambda x: math.log(e_star(x)) * math.exp(norm_logpdf(x, 1, 1)),
                            -40, 40, points=[-3, 0, 3], limit=400, epsabs=1e-13)[0]
     assert power == pytest.approx(r.rate, abs=1e-10)
-
-
-def _crossings(g, levels, lo=-40.0, hi=40.0):
-    """Roots of g(x) = level, bracketed on a fine grid and polished by brentq."""
-    xs = np.linspace(lo, hi, 200_001)
-    roots = []
-    for t in levels:
-        s = np.sign(g(xs) - t)
-        for i in np.flatnonzero(s[1:] != s[:-1]):
-            roots.append(optimize.brentq(lambda x, t=t: g(x) - t, xs[i], xs[i + 1], xtol=1e-15))
-    return sorted(roots)
 
 
 def test_unequal_variance_univariate_normaliser_by_quadrature():
@@ -147,16 +113,16 @@ def test_unequal_variance_univariate_normaliser_by_quadrature():
     r = optimal_rate(null, alt, 1.0)
 
     def g(x):
-        return _norm_logpdf(x, 0.5, 1.6) - _norm_logpdf(x, 0, 1)
+        return norm_logpdf(x, 0.5, 1.6) - norm_logpdf(x, 0, 1)
 
-    edges = [-40.0, *_crossings(g, [math.log(r.c1), math.log(r.c2)]), 40.0]
+    edges = [-40.0, *crossings(g, [math.log(r.c1), math.log(r.c2)]), 40.0]
     assert len(edges) == 6  # a quadratic log-ratio crosses each level twice
 
     def e_star(x):
         return min(r.c2, max(r.c1, math.exp(g(x))))
 
     mass = math.fsum(
-        integrate.quad(lambda x: e_star(x) * math.exp(_norm_logpdf(x, 0, 1)), a, b,
+        integrate.quad(lambda x: e_star(x) * math.exp(norm_logpdf(x, 0, 1)), a, b,
                        epsabs=1e-15, epsrel=1e-13, limit=400)[0]
         for a, b in zip(edges[:-1], edges[1:], strict=True)
     )
@@ -167,7 +133,7 @@ def test_rate_increases_with_epsilon_to_kl():
     null, alt = stats.bernoulli(P0), stats.bernoulli(0.7)
     rates = [optimal_rate(null, alt, e).rate for e in (0.1, 0.5, 1.0, 1.6, 2.0, 10.0)]
     assert np.all(np.diff(rates[:4]) > 0)  # clipping binds while ε < log(49/9) = 1.69
-    kl = _bern_kl(0.7, P0)
+    kl = bern_kl(0.7, P0)
     assert rates[3] < kl
     assert rates[4:] == pytest.approx([kl, kl], abs=1e-12)  # flat from there on
 
