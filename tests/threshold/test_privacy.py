@@ -12,8 +12,6 @@ TOL is the quadrature error: halving the grid step moves log-probabilities by
 about 1e-5 and log-ratios by far less (see ``test_quadrature_converges``).
 """
 
-import itertools
-import math
 
 import numpy as np
 import pytest
@@ -26,62 +24,18 @@ from skdptest.threshold import (
     exact_output_log_probabilities,
 )
 from skdptest.threshold._gtm import _search, _steps
+from tests.threshold._reference import (
+    EPS,
+    chisquare_pvalue,
+    lap_p,
+    law,
+    max_log_ratio_corners,
+    max_log_ratio_gaussian,
+    max_log_ratio_rr,
+    rr_p,
+)
 
 TOL = 1e-4
-EPS = 1.0
-
-
-def lap_p(gap, eps_t):
-    """Pr[q + Lap(1/eps_t) >= c] with gap = (c - q) / sensitivity."""
-    return 0.5 * math.exp(-gap * eps_t) if gap >= 0 else 1.0 - 0.5 * math.exp(gap * eps_t)
-
-
-def rr_p(bit, eps_t):
-    keep = 1.0 / (1.0 + math.exp(-eps_t))
-    return keep if bit > 0 else 1.0 - keep
-
-
-def law(p, eps_t, p_star=0.5, deltas=None, epsilon=EPS, work="poisson"):
-    return exact_output_log_probabilities(p, [eps_t] * len(p), p_star, deltas, epsilon=epsilon,
-                                          work=work)
-
-
-def max_log_ratio_rr(T, eps_t, p_star, epsilon=EPS, work="poisson"):
-    """Randomized response: every bit vector is a data set; any two may be neighbours."""
-    laws = [law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon, work=work)
-            for bits in itertools.product([-1, 1], repeat=T)]
-    return max(np.max(np.abs(a - b)) for a, b in itertools.combinations(laws, 2))
-
-
-def max_log_ratio_corners(gaps, eps_t, p_star=0.5, epsilon=EPS, directions=None,
-                          work="poisson"):
-    """Noisy threshold queries: X at ``gaps``, X' with every gap moved by -1, 0 or +1."""
-    base = law([lap_p(g, eps_t) for g in gaps], eps_t, p_star, epsilon=epsilon, work=work)
-    directions = directions or itertools.product([-1, 0, 1], repeat=len(gaps))
-    best = 0.0
-    for d in directions:
-        other = law([lap_p(g + s, eps_t) for g, s in zip(gaps, d, strict=True)], eps_t, p_star,
-                    epsilon=epsilon, work=work)
-        best = max(best, float(np.max(np.abs(base - other))))
-    return best
-
-
-def max_log_ratio_gaussian(gaps, eps_t, delta_t, p_star=0.5, epsilon=EPS):
-    """Gaussian threshold queries (purified by GTM); gaps in units of the sensitivity."""
-    sigma = GaussianThresholdQuery(lambda X, y: 0.0, 0.0, eps_t, delta_t).sigma
-
-    def p(g):
-        return float(stats.norm.sf(g / sigma))
-
-    T = len(gaps)
-    deltas = [delta_t] * T
-    base = law([p(g) for g in gaps], eps_t, p_star, deltas, epsilon)
-    best = 0.0
-    for d in itertools.product([-1, 0, 1], repeat=T):
-        moved = [p(g + s) for g, s in zip(gaps, d, strict=True)]
-        other = law(moved, eps_t, p_star, deltas, epsilon)
-        best = max(best, float(np.max(np.abs(base - other))))
-    return best
 
 
 @pytest.fixture
@@ -168,16 +122,6 @@ def _search_frequencies(bits, eps_t, p_star, epsilon, work, n, seed=12345, mutat
     return counts
 
 
-def _chisquare_pvalue(counts, expected):
-    n = counts.sum()
-    keep = expected * n >= 5
-    obs = np.append(counts[keep], counts[~keep].sum())
-    exp = np.append(expected[keep], expected[~keep].sum()) * n
-    if exp[-1] == 0:
-        obs, exp = obs[:-1], exp[:-1]
-    return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
-
-
 # bits (+1, -1, +1) at eps_t = 0.1, p* = 0.95, eps = 1: step 1 takes the flip branch,
 # steps 2 and 3 the direct one, and every output has probability >= 0.02, so a search
 # whose threshold noise R or step noise nu is halved (the integrator unchanged) moves
@@ -196,7 +140,7 @@ def test_output_law_matches_the_shipped_search(work, bits, eps_t, p_star, epsilo
     expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon,
                           work=work))
     counts = _search_frequencies(bits, eps_t, p_star, epsilon, work, n=4000)
-    assert _chisquare_pvalue(counts, expected) > 1e-3
+    assert chisquare_pvalue(counts, expected) > 1e-3
 
 
 @pytest.mark.parametrize("field", ["b0", "b1"], ids=["threshold-noise/2", "step-noise/2"])
@@ -207,7 +151,7 @@ def test_output_law_check_catches_a_search_with_halved_noise(field):
     expected = np.exp(law([rr_p(b, eps_t) for b in bits], eps_t, p_star, epsilon=epsilon))
     counts = _search_frequencies(bits, eps_t, p_star, epsilon, "poisson", n=4000,
                                  mutate=lambda sp: sp._replace(**{field: getattr(sp, field) / 2}))
-    assert _chisquare_pvalue(counts, expected) < 1e-3
+    assert chisquare_pvalue(counts, expected) < 1e-3
 
 
 # -- privacy of the shipped parameters ----------------------------------------------------
