@@ -1,10 +1,11 @@
 """PrivateEProcess: anytime validity, stream privacy, chunking, budget and input handling."""
 
+import itertools
 import math
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 import skdptest.evalue._exact as exact_module
 import skdptest.evalue._merge as merge_module
@@ -18,10 +19,12 @@ from skdptest import (
 from skdptest._noise import quantise_rate
 from skdptest.evalue._exact import BinaryExact
 from tests.evalue._reference import (
+    P0,
     bern_pair,
     binomial_release_pmf,
     geometric_audit_pvalue,
     geometric_difference_pmf,
+    log_mgf_bounds,
     tail_cut_search,
 )
 
@@ -59,25 +62,115 @@ def test_anytime_validity_under_null_one_sided(statistic):
     assert rejections <= _tolerance(n_streams, alpha)
 
 
-def test_optional_stopping_by_peeking_analyst_is_valid():
-    """An analyst who feeds rows in chunks and peeks after each one, stopping as soon as
-    the e-process reaches 1/α, rejects under P with probability at most α.
+#: The peeking analyst's stream: laws and ε (schedule "auto": batches of 22, 11, 16,
+#: 25, ... rows, each with its own bet).
+PEEK_LAWS, PEEK_EPS = bern_pair(0.6), 1.0
 
-    150 streams (tolerance 46 rejections): a release inflated by e^1.5 per batch
-    (log E + 1.5) makes 63 of them reject, so the check fails for it (at 300 streams:
-    131 against 82; log E + 1 passes at either size: 29 and 56)."""
-    alpha, n_streams = 0.2, 150
+
+def _peeking_analyst_releases(monkeypatch, n_batches):
+    """The released log e-value of each of the first ``n_batches`` batches of the
+    peeking analyst's stream as a function of its count of ones, with the stream's
+    noise draws K set to 0.
+
+    For each count k one stream is fed through ``partial_fit`` in chunks of 1 to 29
+    rows, each batch holding min(k, n_b) ones in shuffled places; the analyst peeks
+    (``test()``) after every chunk and sees the e-process of the last completed batch,
+    never anything of a pending one. A last stream of zeros with K = 1 gives the step g
+    of one unit of K (the release is g·(M + K) − c). Returns (sizes, releases[k, b],
+    rates[b], g[b]): batch sizes, increments of the released path at K = 0, and the
+    rate of the discrete Laplace draws and g of each batch."""
+    draw, rates = [0], []
+
+    def stub(rng, rate, size=None):
+        assert size is None
+        rates.append(rate)
+        return draw[0]
+
+    monkeypatch.setattr(merge_module, "discrete_laplace", stub)
+    kw = dict(epsilon=PEEK_EPS, statistic="optimal", alpha=1e-300, random_state=0)
+    sizes = list(itertools.islice(_public_plan(PrivateEProcess(*PEEK_LAWS, **kw)).sizes(),
+                                  n_batches))
+    ends = np.cumsum(sizes)
     rng = np.random.default_rng(2)
-    laws = bern_pair(0.6)
-    rejections = 0
-    for s in range(n_streams):
-        proc = PrivateEProcess(*laws, statistic="optimal", alpha=alpha, random_state=s)
-        for _ in range(40):
-            proc.partial_fit(rng.binomial(1, 0.3, size=(int(rng.integers(1, 30)), 1)))
-            if proc.test().e_value >= 1 / alpha:
-                rejections += 1
-                break
-    assert rejections <= _tolerance(n_streams, alpha)
+    releases = np.empty((max(sizes) + 2, len(sizes)))
+    for k in range(max(sizes) + 2):
+        if k == max(sizes) + 1:
+            k, draw[0] = 0, 1
+        X = np.concatenate([rng.permutation(np.arange(n) < k) for n in sizes])
+        X = X.astype(float)[:, None]
+        proc = PrivateEProcess(*PEEK_LAWS, **kw)
+        fed = 0
+        while fed < ends[-1]:
+            chunk = X[fed:fed + int(rng.integers(1, 30))]
+            proc.partial_fit(chunk)
+            fed += chunk.shape[0]
+            peek = proc.test()
+            done = int(np.searchsorted(ends, fed, side="right"))
+            assert list(peek.batch_ends) == list(ends[:done])
+            assert peek.e_value == (math.exp(peek.log_e_process[-1]) if done else 1.0)
+        releases[k if draw[0] == 0 else -1] = np.diff(
+            np.concatenate([[0.0], proc.result_.log_e_process]))
+    rates = np.array(rates).reshape(len(releases), len(sizes))
+    assert np.all(rates == rates[0])  # the noise law is public: the same for every k
+    return np.array(sizes), releases[:-1], rates[0], releases[-1] - releases[0]
+
+
+def _expected_batch_e_values(monkeypatch, n_batches):
+    """E_P[exp(release)] of each batch, exactly: the sum over the batch count
+    k ~ Binomial(n_b, P0) of exp(release at K = 0) times E[e^{gK}] for K discrete
+    Laplace at the rate the stream draws at (written out, with certified tails).
+    Returns (expectations, g)."""
+    sizes, at_zero, rates, g = _peeking_analyst_releases(monkeypatch, n_batches)
+    expected = np.empty(sizes.size)
+    for b, n in enumerate(sizes):
+        if not rates[b] > g[b]:  # E[e^{gK}] = inf
+            expected[b] = math.inf
+            continue
+        cut = int(50 / (rates[b] - g[b])) + 1  # certified tail below e^-50
+        log_mgf = log_mgf_bounds(rates[b], g[b], cut)[1]
+        log_pk = stats.binom.logpmf(np.arange(n + 1), n, P0)
+        expected[b] = math.exp(special.logsumexp(log_pk + at_zero[:n + 1, b]) + log_mgf)
+    return expected, g
+
+
+def test_optional_stopping_by_peeking_analyst_is_valid(monkeypatch):
+    """An analyst who feeds rows in chunks and peeks after each one, stopping as soon as
+    the e-process reaches 1/α, rejects under P with probability at most α: the analyst
+    sees only the e-process at completed batch ends, each batch's release depends on its
+    own rows and fresh noise only, and E_P[exp(release)] <= 1 for every batch, so the
+    e-process is a test supermartingale and Ville's inequality holds at any stopping time.
+
+    The expectation is computed exactly (every count, the noise's moment generating
+    function in closed form), at P itself where E* has E_P[E*] = 1: the release then
+    loses only its floors to the grid, at most one step g = 2^-11 per batch, so the check
+    is tight to 1e-3 and catches any mutant that inflates a batch's e-value by more (the
+    compensator mutants below; a Monte Carlo count of crossings at 300 streams missed
+    them all, even log E + 1 per batch)."""
+    expected, g = _expected_batch_e_values(monkeypatch, 4)
+    assert np.all(expected <= 1 + 1e-12)
+    assert np.all(expected >= np.exp(-2 * g))
+
+
+@pytest.mark.parametrize("mutant", ["omitted", "halved", "half the noise", "plus 0.001"])
+def test_compensator_mutants_fail_the_exact_peeking_analyst_check(monkeypatch, mutant):
+    """Mutants of the released g·J − c (the planner keeps the true c): the compensator
+    c = log E[e^{gK}] left out, halved, or computed for half the noise (rate 2r) while
+    the draws stay at rate r, or log E + 0.001 per batch. Each makes the exact
+    expectation of both batches checked exceed 1 (E_P[exp(release)] = 2.10 and 1.55
+    without c, 1.45 and 1.25 with c/2, 1.82 and 1.41 for half the noise, 1.00096 and
+    1.00075 for + 0.001; the honest 0.99996 and 0.99975)."""
+    real = merge_module.GridNoise.log_mgf.fget
+    wrong = {
+        "omitted": lambda noise: 0.0,
+        "halved": lambda noise: real(noise) / 2,
+        "half the noise": lambda noise: float(
+            merge_module.discrete_laplace_log_mgf(2 * noise.rate, noise.grid)),
+        "plus 0.001": lambda noise: real(noise) - 0.001,
+    }[mutant]
+    monkeypatch.setattr(merge_module.GridNoise, "value",
+                        lambda noise, j: float(j) * noise.grid - wrong(noise))
+    expected, _ = _expected_batch_e_values(monkeypatch, 2)
+    assert np.all(expected > 1 + 1e-4)
 
 
 @pytest.mark.slow
@@ -396,3 +489,4 @@ def test_gaussian_stream_rejects_under_alternative():
                            random_state=0)
     X = np.random.default_rng(0).normal(0.5, 1, size=(2000, 1))
     assert proc.decision(X) is True and proc.result_.decision == "reject"
+
