@@ -174,16 +174,20 @@ class DPMMDTest(KernelTestBase):
         O(N^2 log N) per bandwidth instead of O(N^2 B). An exact randomization
         test over a group (under H0 the pooled rows are exchangeable), with the
         same sensitivity; the FFT's certified rounding bound is added to
-        ``abs_error``. Two groups and the aggregate (rbf or laplacian without
-        a ``gamma``, ``method="exact"``) only: otherwise ``True`` is refused.
-        False: B random relabellings. "auto" (default): cyclic for the two-group
-        aggregate when min(N - 1, n_permutations) >= 999 and its memory plan
+        ``abs_error``. Any number of groups (the two-group and the k-sample
+        statistics are both one quadratic form of the labels); the aggregate
+        (rbf or laplacian without a ``gamma``, ``method="exact"``) only:
+        otherwise ``True`` is refused.
+        False: B random relabellings. "auto" (default): cyclic for the
+        aggregate (any number of groups) when min(N - 1, n_permutations) >= 999
+        and its memory plan
         is within ``max_memory`` (N up to about 11 000 with the default
         limit; 10 s of CPU at N = 8000), so the default fit is cyclic from
         N = 1000 on (about 1.5-2 products N x N by N x 2001 at N = 1000-4000, see
         doc/kernel_tests.md); smaller fits, and fits asking for fewer than 999
         relabellings, keep B random relabellings.
-        ``result_.method`` is then "dpMMD cyclic aggregate".
+        ``result_.method`` is then "dpMMD cyclic aggregate" (three or more
+        groups: "dpMMD k-sample cyclic aggregate").
     max_memory : int, default=4 * 2**30
         Public limit, in bytes, on the planned peak memory of a release, an
         upper bound (see :func:`mmd_memory_bytes`; about 1 GiB at most with the
@@ -416,8 +420,8 @@ class DPMMDTest(KernelTestBase):
                 params["kernel"], params["kernel_params"])):
             raise InvalidParameterError(
                 "cyclic=True needs the bandwidth aggregate (kernel 'rbf' or 'laplacian' "
-                "without a 'gamma' in kernel_params, method='exact'); use cyclic='auto' "
-                "or False.")
+                "without a 'gamma' in kernel_params, method='exact'; any number of "
+                "groups); use cyclic='auto' or False.")
         return params
 
     def _validate_input(self, X, y, reset):
@@ -482,11 +486,6 @@ class DPMMDTest(KernelTestBase):
                  "n_jobs=None).")])
             return MMDExactRoute().plan(params, X, groups)
         n, n_groups = int(sizes.sum()), int(classes.size)
-        if params["cyclic"] is True and n_groups != 2:
-            raise InvalidParameterError(
-                f"cyclic=True takes two groups (the cyclic shifts of one label vector); "
-                f"y has {n_groups} classes. Use cyclic='auto' or False (random "
-                "relabellings).")
         if not cyclic_applies(params, n, X.shape[1], n_groups, True):
             return MMDAggregateRoute().plan(params, X, groups)
         why = "cyclic=True" if params["cyclic"] is True else (

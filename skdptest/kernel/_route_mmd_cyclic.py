@@ -2,14 +2,19 @@
 
 The pooled rows are put in one uniformly random order (drawn from the generator, never
 from the data); the relabellings are the N cyclic shifts ``s = 0 .. N - 1`` of the group
-labels in that order (``s = 0``: the observed labels). Two groups: ``MMD_b^2 = v^T K v``
-with ``v_i = 1/m`` on group 0 and ``-1/n`` on group 1, so the shifted statistic is
-``T_s = sum_ij K_ij v_{i+s} v_{j+s}``: a cyclic quadratic form with ``L = v v^T``, all N
-shifts by FFT (:mod:`._cyclic`). ``L``'s diagonal spectra are computed once per fit and
-shared by the 19 bandwidths; the pooled distances' diagonals ``0 .. N // 2`` are kept, and
-each bandwidth costs one ``exp`` of them (half the Gram matrix, bit for bit the
+labels ``l`` in that order (``s = 0``: the observed labels). Every dpMMD statistic is one
+quadratic form of the labels, ``T = sum_ij K_ij C[l_i, l_j]`` with a public ``G x G``
+coefficient matrix ``C`` (:func:`label_coefficients`): two groups, ``MMD_b^2 = v^T K v``
+with ``v_i = 1/m`` on group 0 and ``-1/n`` on group 1 (``C = w w^T``, ``w = (1/m, -1/n)``);
+three or more, the k-sample statistic of the permutation route, ``sum_g 1_g^T K 1_g /
+(N n_g) - 1^T K 1 / N^2`` (``C = diag(1 / (N n_g)) - 1 / N^2``; its pooled term is the
+same for every relabelling, so it folds into ``C``). The shifted statistic is
+``T_s = sum_ij K_ij L_{i+s, j+s}`` with ``L_ij = C[l_i, l_j]``: a cyclic quadratic form,
+all N shifts by FFT (:mod:`._cyclic`). ``L``'s diagonal spectra are computed once per fit
+and shared by the 19 bandwidths; the pooled distances' diagonals ``0 .. N // 2`` are kept,
+and each bandwidth costs one ``exp`` of them (half the Gram matrix, bit for bit the
 permutation route's values), their transforms and one inverse transform:
-``O(N^2 log N)`` instead of ``N^2 (B + 1)``.
+``O(N^2 log N)`` instead of ``N^2 (B + 1)``, whatever the number of groups.
 
 Validity: the cyclic shifts of positions form a group; under H0 the pooled rows are
 exchangeable, so (as for any group of relabellings, and as for dpHSIC's cyclic
@@ -18,8 +23,6 @@ permutation p-value over the whole group is valid at every N. Privacy: every ``T
 the aggregate statistic of the same rows under a data-independent relabelling with the
 same group sizes: the aggregate's sensitivity holds unchanged; the FFT rounding is a
 certified absolute error (:func:`mmd_cyclic_abs_error`) added to the noise's calibration.
-Two groups only (three or more: ``cyclic=True`` is refused, ``"auto"`` keeps the random
-relabellings).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from ._testbase import predicted_note
 __all__ = [
     "MMDCyclicRoute",
     "cyclic_applies",
+    "label_coefficients",
     "mmd_cyclic_abs_error",
     "mmd_cyclic_memory_bytes",
     "mmd_cyclic_statistics",
@@ -72,17 +76,17 @@ AUTO_MIN_SHIFTS = 999
 def cyclic_applies(params, n, n_features, n_groups, aggregate):
     """Whether a dpMMD fit runs over the cyclic group (public sizes and parameters only).
 
-    ``cyclic=True``: yes (the plan refuses it without the aggregate or with three or more
-    groups); ``False``: no; ``"auto"``: for the two-group aggregate when
+    ``cyclic=True``: yes (the plan refuses it without the aggregate); ``False``: no;
+    ``"auto"``: for the aggregate (any number of groups) when
     ``min(N - 1, n_permutations) >= 999`` (the group and the request both have at least
-    999 relabellings) and the cyclic route's
-    memory plan is within ``max_memory`` (with the defaults, N up to about 11 000).
+    999 relabellings) and the cyclic route's memory plan is within ``max_memory`` (with
+    the defaults, N up to about 11 000). ``n_groups`` does not enter the rule: the
+    route's cost and memory are those of one label vector, whatever the groups.
     """
     cyclic = params["cyclic"]
     if cyclic != "auto":
         return bool(cyclic)
-    if not (aggregate and n_groups == 2
-            and min(n - 1, params["n_permutations"]) >= AUTO_MIN_SHIFTS):
+    if not (aggregate and min(n - 1, params["n_permutations"]) >= AUTO_MIN_SHIFTS):
         return False
     from ._kernels import kernel_eval_bytes
     from ._testbase import with_median_and_data
@@ -92,20 +96,66 @@ def cyclic_applies(params, n, n_features, n_groups, aggregate):
     return with_median_and_data(memory, params, n, n_features) <= params["max_memory"]
 
 
+def label_coefficients(sizes):
+    """The public ``G x G`` matrix ``C`` of dpMMD's statistic ``T = sum_ij K_ij C[l_i, l_j]``.
+
+    Two groups: ``C = w w^T`` with ``w = (1/m, -1/n)`` (so ``C[l_i, l_j] = v_i v_j``, the
+    same floats as the product of the permutation route's coefficients); three or more:
+    the k-sample statistic's ``C[g, g] = (N - n_g) / (N^2 n_g)`` and ``C[g, h] = -1/N^2``
+    (``1 / (N n_g) - 1 / N^2`` on the diagonal: the pooled term ``-1^T K 1 / N^2`` is
+    folded in). Each entry is within ``3 u`` (relative) of its exact value: integers
+    below ``2^53`` for ``N < 2^17`` and at most three roundings.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.size == 2:
+        w = np.array([1.0 / sizes[0], -1.0 / sizes[1]])
+        return np.multiply.outer(w, w)
+    n = float(sizes.sum())
+    C = np.full((sizes.size, sizes.size), -1.0 / (n * n))
+    C[np.diag_indices(sizes.size)] = (n - sizes) / (n * n * sizes)
+    return C
+
+
+def _label_norms(sizes):
+    """``(sum_ij abs(L_ij), ||L||_F)`` of ``L_ij = C[l_i, l_j]`` (exact, then rounded up
+    by a relative ``2^-50``): two groups ``(4, N / (m n))``; k groups
+    ``2 (N^2 - sum n_g^2) / N^2`` and ``sqrt(sum_g (N - n_g)^2 + N^2 - sum n_g^2) / N^2``."""
+    from fractions import Fraction
+
+    sizes = [int(s) for s in sizes]
+    n = sum(sizes)
+    sq = sum(s * s for s in sizes)
+    if len(sizes) == 2:
+        m, k = sizes
+        form, frob2 = Fraction(4), Fraction(n * n, (m * k) ** 2)
+    else:
+        form = Fraction(2 * (n * n - sq), n * n)
+        frob2 = Fraction(sum((n - s) ** 2 for s in sizes) + n * n - sq, n**4)
+    up = 1.0 + 2.0**-50
+    return float(form) * up, math.sqrt(float(frob2)) * up * up
+
+
 def mmd_cyclic_abs_error(sizes, kappa, diameter):
     """Certified bound on the float64 error of each computed ``MMD_b`` of the cyclic
     route (the Gram values as evaluated taken as exact; |K| <= kappa).
 
-    ``T_s = sum_ij K_ij L_{i+s,j+s}`` with ``L = v v^T``: ``sum_ij |K_ij L_ij| <= kappa
-    ||v||_1^2 = 4 kappa`` bounds every ``|T_s|``, and by Cauchy-Schwarz over the diagonals
-    ``sum_d ||a_d|| ||b_d|| <= ||K||_F ||L||_F <= kappa N (1/m + 1/n)``. ``L``'s entries
-    ``v_i v_j`` are within ``4 u`` (relative) of exact. :func:`._cyclic.cyclic_form_abs_error`
-    bounds the error of ``T_s``; then ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)`` (a, b >= 0)
-    and the rounding of the square root (``2 u D``).
+    ``T_s = sum_ij K_ij L_{i+s,j+s}`` with ``L_ij = C[l_i, l_j]`` (:func:`label_coefficients`):
+    ``sum_ij |K_ij L_ij| <= kappa sum_ij |L_ij|`` bounds every ``|T_s|`` (``4 kappa`` for
+    two groups, ``||v||_1^2``; ``2 kappa (1 - sum_g n_g^2 / N^2)`` for k groups), and by
+    Cauchy-Schwarz over the diagonals ``sum_d ||a_d|| ||b_d|| <= ||K||_F ||L||_F <=
+    kappa N ||L||_F`` (two groups: ``||v v^T||_F = 1/m + 1/n``; see :func:`_label_norms`).
+    ``L``'s entries are within ``4 u`` (relative) of exact.
+    :func:`._cyclic.cyclic_form_abs_error` bounds the error of ``T_s``; then
+    ``|sqrt(a) - sqrt(b)| <= sqrt(|a - b|)`` (a, b >= 0) and the rounding of the square
+    root (``2 u D``).
     """
-    m, k = (int(s) for s in sizes)
-    n = m + k
-    err_t = cyclic_form_abs_error(n, kappa * n * (1.0 / m + 1.0 / k), 4.0 * kappa,
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n = int(sizes.sum())
+    if sizes.size == 2:  # the two-group values as before (unchanged releases)
+        form, frob = 4.0, 1.0 / int(sizes[0]) + 1.0 / int(sizes[1])
+    else:
+        form, frob = _label_norms(sizes)
+    err_t = cyclic_form_abs_error(n, kappa * n * frob, form * kappa,
                                   coefficient_rounding=4 * _U64)
     return math.sqrt(err_t) + 2 * _U64 * diameter
 
@@ -154,17 +204,24 @@ def mmd_cyclic_work(n, n_features, n_gammas):
             "tri": (n_gammas + 1) * fft, "n": float(n)}
 
 
-def _label_spectra(v, block=SPECTRA_BLOCK):
-    """The weighted spectra of ``L = v v^T``'s diagonals ``0 .. N // 2``
-    (:func:`._cyclic.cyclic_forms`): ``b_d(i) = v_i v_{(i+d) % N}``."""
-    n = v.size
+def _label_spectra(codes, C, block=SPECTRA_BLOCK):
+    """The weighted spectra of ``L``'s diagonals ``0 .. N // 2``
+    (:func:`._cyclic.cyclic_forms`), ``L_ij = C[codes_i, codes_j]``:
+    ``b_d(i) = C[codes_i, codes_{(i+d) % N}]``."""
+    codes = np.asarray(codes)
+    n = codes.size
     half = n // 2 + 1
     weights = half_diagonal_weights(n)
     out = np.empty((half, n // 2 + 1), dtype=np.complex128)
     rows = np.arange(n)
     for d0 in range(0, half, block):
         d1 = min(d0 + block, half)
-        b = v[None, :] * v[(rows[None, :] + rows[d0:d1, None]) % n]
+        idx = rows[d0:d1, None] + rows[None, :]
+        np.remainder(idx, n, out=idx)
+        shifted = codes[idx]
+        del idx
+        b = C[codes[None, :], shifted]
+        del shifted
         out[d0:d1] = np.fft.rfft(b, axis=1)
         out[d0:d1] *= weights[d0:d1, None]
     return out
@@ -178,8 +235,11 @@ def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=
     else); then for every ``gamma`` of the public grid the statistics ``MMD_b`` of the N
     cyclic shifts of the labels in that order, minus the centring ``h`` (as the
     permutation aggregate, :func:`._route_aggregate.mmd_aggregate_statistics`), and their
-    maximum over the grid. ``forms=True`` returns the quadratic forms ``T_s`` of each
-    bandwidth instead (shape ``(len(gammas), N)``; for tests).
+    maximum over the grid. Two groups: the two-group ``MMD_b``; three or more: the
+    k-sample statistic (the permutation route's with ``ksample=True``), both the square
+    root of ``T_s = sum_ij K_ij C[l_{i+s}, l_{j+s}]`` (:func:`label_coefficients`).
+    ``forms=True`` returns the quadratic forms ``T_s`` of each bandwidth instead (shape
+    ``(len(gammas), N)``; for tests).
 
     The pooled distances are computed once and their cyclic diagonals ``0 .. N // 2`` kept
     as rows (``4 N^2`` bytes; the full matrix is then freed); a bandwidth evaluates its
@@ -196,18 +256,17 @@ def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=
     """
     codes = np.asarray(codes)
     sizes = np.bincount(codes)
-    if sizes.size != 2:
-        raise ValueError("the cyclic route takes two groups")
     n = codes.size
     order = rng.permutation(n)
-    X, codes = X[order], codes[order]
-    v = np.where(codes == 0, 1.0 / sizes[0], -1.0 / sizes[1])
+    X = X[order]
+    codes = codes[order].astype(np.int8 if sizes.size <= 127 else np.int64)
+    C = label_coefficients(sizes)
 
     def distance_diagonals():
         with limit_blas():  # the same values, no spinning BLAS workers
             return half_diagonals(gram_distances(kernel_name, X))
 
-    spectra, Dd = run_in_threads([lambda: _label_spectra(v), distance_diagonals])
+    spectra, Dd = run_in_threads([lambda: _label_spectra(codes, C), distance_diagonals])
     weights = half_diagonal_weights(n)
     serial = n_jobs is None or n_jobs == 1 or len(gammas) <= 1
     threads = (blas_threads() if serial and float(n) * n >= _TWO_THREADS_MIN else 1)
