@@ -249,8 +249,8 @@ def hsic_aggregate_statistics(X, Y, n_permutations, rng, kernel_x, kernel_y, gam
     """
     serial = n_jobs is None or n_jobs == 1 or len(gammas_x) <= 1  # as map_in_threads
     # serial: BLAS held on one thread once for the whole computation (the values are
-    # the same; entering threadpoolctl's limit costs about 1 ms, once per call
-    # otherwise), the permutation threads sized by the count found before
+    # the same; entering threadpoolctl's limit is not free, so once rather than per
+    # call), the permutation threads sized by the count found before
     threads = blas_threads() if serial else None
     with limit_blas() if serial else contextlib.nullcontext():
         return _aggregate(X, Y, n_permutations, rng, kernel_x, kernel_y, gammas_x, gammas_y,

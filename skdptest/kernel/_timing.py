@@ -49,10 +49,9 @@ AUTO_PROGRESS_SECONDS = 10.0
 # A measurement of the machine is reused this long (seconds), per BLAS thread count.
 CALIBRATION_SECONDS = 60.0
 # The public calibration problem: min(N, _CAL_MAX_N) rows (to the nearest multiple of
-# _CAL_STEP, at least _CAL_MIN_N), _CAL_C coefficient rows. At the largest size the
-# measurement costs about 0.15 s of CPU, against at least 2 s for a default aggregate
-# fit of that size (the product's speed per unit grows little beyond it: 2.0-2.3e10
-# units per CPU second at 1024 rows, 2.6-2.8e10 at 2000-4000 on the project's machine).
+# _CAL_STEP, at least _CAL_MIN_N), _CAL_C coefficient rows: small beside the fits whose
+# time it predicts, and large enough that the product's speed per unit grows little
+# beyond it (figures: benchmarks/results/timing_prediction.txt).
 _CAL_MIN_N, _CAL_MAX_N, _CAL_STEP, _CAL_C = 256, 1024, 128, 512
 # Bounds on the machine (work units per wall second) that decide without measuring: no
 # machine is faster than FAST, none much slower than SLOW (a 2-core machine loaded by
