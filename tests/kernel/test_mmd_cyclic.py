@@ -277,20 +277,22 @@ def test_type_one_error_by_exact_enumeration(data):
         assert _enumerated_level(X, 2, 0.25, drop_observed=True) > 0.25
 
 
-def _null_data(kind, m, n, rng):
+def _null_data(kind, m, n, rng, sizes=None):
+    sizes = [m, n] if sizes is None else sizes
+    N = int(np.sum(sizes))
     if kind == "lognormal":
-        X = rng.lognormal(sigma=1.5, size=(m + n, 2))
+        X = rng.lognormal(sigma=1.5, size=(N, 2))
     elif kind == "cauchy":
-        X = rng.standard_cauchy(size=(m + n, 2))
+        X = rng.standard_cauchy(size=(N, 2))
     else:  # ties
-        X = rng.integers(0, 3, size=(m + n, 1)).astype(float)
-    return X, np.repeat([0, 1], [m, n])
+        X = rng.integers(0, 3, size=(N, 1)).astype(float)
+    return X, np.repeat(np.arange(len(sizes)), sizes)
 
 
-def _level(kind, reps, alpha, seed, m=4, n=6):
+def _level(kind, reps, alpha, seed, m=4, n=6, sizes=None):
     rng = np.random.default_rng(seed)
     est = DPMMDTest(cyclic=True, epsilon=4.0, alpha=alpha, random_state=rng)
-    rejections = sum(bool(_fit(est, *_null_data(kind, m, n, rng)).result_.reject)
+    rejections = sum(bool(_fit(est, *_null_data(kind, m, n, rng, sizes)).result_.reject)
                      for _ in range(reps))
     return rejections / reps
 
@@ -320,6 +322,18 @@ def test_type_one_error_monte_carlo_catches_the_dropped_observation(monkeypatch)
     reps, alpha = 2000, 0.25
     rate = _level("lognormal", reps, alpha, seed=11)
     assert rate > alpha + 2 * math.sqrt(alpha * (1 - alpha) / reps), rate
+    # and for three groups (the k-sample statistic)
+    rate = _level("lognormal", reps, alpha, seed=11, sizes=[3, 3, 4])
+    assert rate > alpha + 2 * math.sqrt(alpha * (1 - alpha) / reps), rate
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["lognormal", "ties"])
+def test_ksample_type_one_error_monte_carlo(kind):
+    # the DP release over the cyclic group with three groups (3 / 3 / 4 rows, B = 9)
+    reps, alpha = 2000, 0.25
+    rate = _level(kind, reps, alpha, seed=12, sizes=[3, 3, 4])
+    assert rate <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / reps), rate
 
 
 # -- threads, route choice, refusals, memory ---------------------------------------------
