@@ -43,7 +43,7 @@ from ._kernels import (
     uses_private_median,
 )
 from ._results import plan_noise
-from ._testbase import check_memory, fitting_routes
+from ._testbase import check_memory, cyclic_ignores_permutations, fitting_routes
 
 __all__ = [
     "IN_MEMORY_AGGREGATE_MAX",
@@ -194,13 +194,9 @@ class HSICKernelRoute:
         if cyclic == "auto":  # the aggregate's many pairs are cheap by FFT only
             cyclic = aggregate
         if cyclic:
-            why = "cyclic=True" if params["cyclic"] is True else (
-                "cyclic='auto' with the bandwidth aggregate (no 'gamma' in kernel_params "
-                "or y_kernel_params) means cyclic=True")
-            self.warn(params, [(
-                "n_permutations", f"{why}, which uses all n - 1 = {n - 1} cyclic shifts "
-                "of one random order instead. Set cyclic=False for random permutations, "
-                "or leave n_permutations at its default.")])
+            self.warn(params, [cyclic_ignores_permutations(
+                params, "the bandwidth aggregate (no 'gamma' in kernel_params or "
+                "y_kernel_params)", n, "random permutations")])
         if not aggregate:
             self.warn(params, [
                 ("n_jobs", "it parallelises the bandwidth aggregate only (kernel_params or "

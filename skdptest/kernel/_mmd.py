@@ -56,6 +56,7 @@ from ._route_mmd_exact import MMDExactRoute, MMDPlan
 from ._testbase import (
     DEFAULT_MAX_MEMORY,
     check_memory,
+    cyclic_ignores_permutations,
     fitting_routes,
     warn_ignored,
 )
@@ -488,13 +489,9 @@ class DPMMDTest(KernelTestBase):
         n, n_groups = int(sizes.sum()), int(classes.size)
         if not cyclic_applies(params, n, X.shape[1], n_groups, True):
             return MMDAggregateRoute().plan(params, X, groups)
-        why = "cyclic=True" if params["cyclic"] is True else (
-            "cyclic='auto' with the bandwidth aggregate and min(N - 1, n_permutations) "
-            ">= 999 means cyclic=True")
-        self._warn_ignored(params, [(
-            "n_permutations", f"{why}, which uses all N - 1 = {n - 1} cyclic shifts of one "
-            "random order instead. Set cyclic=False for random relabellings, or leave "
-            "n_permutations at its default.")])
+        self._warn_ignored(params, [cyclic_ignores_permutations(
+            params, "the bandwidth aggregate and min(n - 1, n_permutations) >= 999", n,
+            "random relabellings")])
         return MMDCyclicRoute().plan(params, X, groups)
 
     def _fitted_attributes(self, prep, result):

@@ -103,6 +103,18 @@ def warn_ignored(estimator, params, ignored):
         warn_leak(f"{type(estimator).__name__}: {name}={value!r} is ignored: {why}")
 
 
+def cyclic_ignores_permutations(params, auto_reason, n, relabel_words):
+    """The ``(name, why)`` entry of :func:`warn_ignored` for ``n_permutations`` on a
+    cyclic fit: which setting chose the ``n - 1`` cyclic shifts (``auto_reason``: why
+    ``cyclic='auto'`` did) and how to get ``relabel_words`` (random relabellings or
+    permutations) instead. Public sizes and parameters only."""
+    why = "cyclic=True" if params["cyclic"] is True else (
+        f"cyclic='auto' with {auto_reason} means cyclic=True")
+    return ("n_permutations", f"{why}, which uses all n - 1 = {n - 1} cyclic shifts of one "
+            f"random order instead. Set cyclic=False for {relabel_words}, or leave "
+            "n_permutations at its default.")
+
+
 def predicted_note(plan):
     if plan.predicted_seconds is None:
         return ""
