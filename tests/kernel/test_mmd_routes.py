@@ -167,8 +167,10 @@ def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n, params", [(1200, {}), (2500, {"gamma": 0.5})])
-def test_predicted_time_is_within_two_of_the_actual(n, params):
+@pytest.mark.parametrize("n, params, cyclic", [(1200, {}, "auto"), (1200, {}, False),
+                                               (2500, {"gamma": 0.5}, "auto")],
+                         ids=["cyclic-aggregate", "aggregate", "one-bandwidth"])
+def test_predicted_time_is_within_two_of_the_actual(n, params, cyclic):
     # the requirement on the automatic progress: an estimate within 2x of the
     # final time. The work model and the CPU calibration are checked in CPU seconds
     # (0.67-1.5x: what the load does not change); the wall prediction (CPU seconds over
@@ -177,12 +179,19 @@ def test_predicted_time_is_within_two_of_the_actual(n, params):
 
     from skdptest.kernel import _timing
     from skdptest.kernel._route_aggregate import mmd_work
+    from skdptest.kernel._route_mmd_cyclic import MMDCyclicRoute, mmd_cyclic_work
 
     X, y = _two_groups(n)
-    est = DPMMDTest(kernel_params=params or None, verbose=1, random_state=0)
+    est = DPMMDTest(kernel_params=params or None, verbose=1, random_state=0, cyclic=cyclic)
     _timing._CACHE.clear()  # calibrate now, under the load the fit will see
-    predicted = est._prepare(X, y, reset=True).plan.predicted_seconds
-    work = mmd_work(n, 2, 2, 2000, n_bandwidths=None if params else 19)
+    plan = est._prepare(X, y, reset=True).plan
+    predicted = plan.predicted_seconds
+    # the default from N = 1000 on is the cyclic aggregate (its own work model)
+    assert (type(plan.route) is MMDCyclicRoute) == (cyclic == "auto" and not params)
+    if type(plan.route) is MMDCyclicRoute:
+        work = mmd_cyclic_work(n, 2, 19)
+    else:
+        work = mmd_work(n, 2, 2, 2000, n_bandwidths=None if params else 19)
     assert work["n"] == n
     predicted_cpu = _timing.machine_rates(n).cpu_seconds(work)  # the cached calibration
     t0, c0 = time.perf_counter(), time.process_time()
