@@ -36,13 +36,8 @@ from joblib import effective_n_jobs
 from .._threads import blas_threads, limit_blas, run_in_threads
 from ._bandwidth import (
     Progress,
-    aggregate_sensitivity,
-    bandwidth_grid,
-    centre_abs_error,
     map_in_threads,
     mmd_centre,
-    mmd_centre_constants,
-    trace_abs_error,
 )
 from ._cyclic import (
     SPECTRA_BLOCK,
@@ -313,14 +308,11 @@ class MMDCyclicRoute(MMDAggregateRoute):
         return mmd_cyclic_work(n, n_features, len(gammas))
 
     def adjust(self, params, X, sizes, kernel, sensitivity, abs_error, method):
-        gammas = bandwidth_grid(params["kernel"], X.shape[1])
-        constants = mmd_centre_constants(sizes, kernel.kappa, kernel.nonnegative)
-        sensitivity = aggregate_sensitivity(sensitivity, constants)
-        abs_error = mmd_cyclic_abs_error(sizes, kernel.kappa, kernel.diameter)
-        abs_error += centre_abs_error(constants, trace_abs_error(int(sizes.sum()),
-                                                                 kernel.kappa),
-                                      2.0 * kernel.diameter)
-        return gammas, sensitivity, abs_error, method + " cyclic aggregate"
+        # the aggregate's adjustment, from the FFT's certified error instead of the
+        # permutation route's quadratic forms' (the same sensitivity and centring)
+        return super().adjust(params, X, sizes, kernel, sensitivity,
+                              mmd_cyclic_abs_error(sizes, kernel.kappa, kernel.diameter),
+                              method + " cyclic")
 
     def statistics(self, plan, X, y, rng):
         n = X.shape[0]
