@@ -168,20 +168,16 @@ def test_progress_appears_by_itself_for_long_fits(monkeypatch, capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n, params, cyclic", [
-    (1200, {}, "auto"),
-    # not a default route from N = 1000 on. Its CPU prediction was within 0.99-1.02x in
-    # 5 local runs at load 0.8 (2026-12-02), but one clean-clone CI run's calibration
-    # measured the machine 1.67x slow (predicted 3.35 s CPU, actual 2.07 s): the short
-    # calibration can still be caught by a transient; kept visible as a known limit
-    pytest.param(1200, {}, False, marks=pytest.mark.xfail(
-        strict=False, reason="calibration transient seen once in CI (1.67x slow)")),
-    (2500, {"gamma": 0.5}, "auto")],
+    (1200, {}, "auto"), (1200, {}, False), (2500, {"gamma": 0.5}, "auto")],
                          ids=["cyclic-aggregate", "aggregate", "one-bandwidth"])
 def test_predicted_time_is_within_two_of_the_actual(n, params, cyclic):
     # the requirement on the automatic progress: an estimate within 2x of the
     # final time. The work model and the CPU calibration are checked in CPU seconds
     # (0.67-1.5x: what the load does not change); the wall prediction (CPU seconds over
-    # the threads, or their share of the cores under the load average) within 2x
+    # the threads, or their share of the cores under the load average) within 2x.
+    # Three (calibration, fit) pairs, the median ratios: one short calibration caught by
+    # a transient (seen in CI: the machine measured 1.67x slow, and a fit 1.51x slower
+    # than its calibration) says nothing about the work model this test checks
     import time
 
     from skdptest.kernel import _timing
@@ -189,20 +185,24 @@ def test_predicted_time_is_within_two_of_the_actual(n, params, cyclic):
     from skdptest.kernel._route_mmd_cyclic import MMDCyclicRoute, mmd_cyclic_work
 
     X, y = _two_groups(n)
-    est = DPMMDTest(kernel_params=params or None, verbose=1, random_state=0, cyclic=cyclic)
-    _timing._CACHE.clear()  # calibrate now, under the load the fit will see
-    plan = est._prepare(X, y, reset=True).plan
-    predicted = plan.predicted_seconds
-    # the default from N = 1000 on is the cyclic aggregate (its own work model)
-    assert (type(plan.route) is MMDCyclicRoute) == (cyclic == "auto" and not params)
-    if type(plan.route) is MMDCyclicRoute:
-        work = mmd_cyclic_work(n, 2, 19)
-    else:
-        work = mmd_work(n, 2, 2, 2000, n_bandwidths=None if params else 19)
-    assert work["n"] == n
-    predicted_cpu = _timing.machine_rates(n).cpu_seconds(work)  # the cached calibration
-    t0, c0 = time.perf_counter(), time.process_time()
-    est.fit(X, y)
-    actual, actual_cpu = time.perf_counter() - t0, time.process_time() - c0
-    assert 0.67 <= actual_cpu / predicted_cpu <= 1.5, (predicted_cpu, actual_cpu)
-    assert 0.5 <= actual / predicted <= 2.0, (predicted, actual)
+    cpu_ratios, wall_ratios = [], []
+    for _ in range(3):
+        est = DPMMDTest(kernel_params=params or None, verbose=1, random_state=0,
+                        cyclic=cyclic)
+        _timing._CACHE.clear()  # calibrate now, under the load the fit will see
+        plan = est._prepare(X, y, reset=True).plan
+        # the default from N = 1000 on is the cyclic aggregate (its own work model)
+        assert (type(plan.route) is MMDCyclicRoute) == (cyclic == "auto" and not params)
+        if type(plan.route) is MMDCyclicRoute:
+            work = mmd_cyclic_work(n, 2, 19)
+        else:
+            work = mmd_work(n, 2, 2, 2000, n_bandwidths=None if params else 19)
+        assert work["n"] == n
+        predicted_cpu = _timing.machine_rates(n).cpu_seconds(work)  # the cached one
+        t0, c0 = time.perf_counter(), time.process_time()
+        est.fit(X, y)
+        cpu_ratios.append((time.process_time() - c0) / predicted_cpu)
+        wall_ratios.append((time.perf_counter() - t0) / plan.predicted_seconds)
+    cpu, wall = sorted(cpu_ratios)[1], sorted(wall_ratios)[1]
+    assert 0.67 <= cpu <= 1.5, cpu_ratios
+    assert 0.5 <= wall <= 2.0, wall_ratios

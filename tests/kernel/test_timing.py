@@ -42,24 +42,30 @@ def test_prediction_reads_the_fit_size_and_the_current_factor(monkeypatch):
     assert calls == [1024, 256]
 
 
+def _median(values):
+    return sorted(values)[len(values) // 2]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [500, 1000])
 def test_default_hsic_predicted_cpu_time_is_close_to_the_actual(monkeypatch, n):
     # the default dpHSIC (19 x 19 cyclic aggregate): the counts times the calibration,
     # in CPU seconds (what the load does not change), within the 2x of the fit's.
-    # Not 0.67-1.5x: under a load average of 10-13 on 2 cores its calibration (median of
-    # five ~1 ms CPU timings per operation) varies up to 2x between runs, and the ratio
-    # was seen from 0.60 to 1.50 (benchmarks/results/timing_prediction.txt)
+    # Three (calibration, fit) pairs, the median ratio: a calibration of ~1 ms timings
+    # caught by one transient (a CI run once measured the machine 2.3x slow: 0.74 s
+    # predicted, 0.32 s actual) says nothing about the work model this test checks; the
+    # spread is in benchmarks/results/timing_prediction.txt
     rng = np.random.default_rng(0)
     x = rng.normal(size=(n, 1))
     y = x + rng.normal(size=(n, 1))
     monkeypatch.setattr(_hsic_time, "_load_factor", lambda: 1.0)
-    monkeypatch.setattr(_hsic_time, "_measured", None)  # calibrate now
-    est = DPHSICTest(verbose=0, random_state=0)
-    plan = est._prepare(x, y, reset=True).plan
-    predicted = plan.predicted_seconds
-    c0 = time.process_time()
-    est.fit(x, y)
-    actual = time.process_time() - c0
-    assert est.result_.method == "dpHSIC cyclic aggregate"
-    assert 0.5 <= actual / predicted <= 2.0, (predicted, actual)
+    ratios = []
+    for _ in range(3):
+        monkeypatch.setattr(_hsic_time, "_measured", None)  # calibrate now
+        est = DPHSICTest(verbose=0, random_state=0)
+        predicted = est._prepare(x, y, reset=True).plan.predicted_seconds
+        c0 = time.process_time()
+        est.fit(x, y)
+        ratios.append((time.process_time() - c0) / predicted)
+        assert est.result_.method == "dpHSIC cyclic aggregate"
+    assert 0.5 <= _median(ratios) <= 2.0, ratios
