@@ -130,8 +130,12 @@ def _type_one(n, m, a0, reps, seed, inner=_ztest, make=None, epsilon=1.0):
 
 def test_validity_small_and_liberal_mutant_caught():
     """Fast version: H0 true, exact inner z-test on N(0, 1) data, subsets of 3 rows;
-    an inner test rejecting at twice its nominal level is caught by the same check."""
-    reps = 300
+    an inner test rejecting at twice its nominal level is caught by the same check.
+
+    100 replicates suffice: the level is exactly 0.05 (the z-test is exact) and the
+    mutant's is exactly predicted_power(10, 0.2, 0.4, 0.05, rate(1)) = 0.277, so it
+    stays under the bound 0.0936 with probability 4e-6 (z = 4.1)."""
+    reps = 100
     se = math.sqrt(0.05 * 0.95 / reps)
     assert _type_one(30, 10, 0.2, reps, 0) <= 0.05 + 2 * se
 
@@ -190,6 +194,12 @@ def test_simulated_planner_matches_the_analytic_one_roughly():
     assert abs(sim[2] - exact[2]) < 0.15
 
 
+def _z_power(rows, a0, d=1.0):
+    """Exact power of the two-sided z-test at level a0 on ``rows`` N(d, 1) rows."""
+    c = stats.norm.isf(a0 / 2)
+    return float(stats.norm.sf(c - d * math.sqrt(rows)) + stats.norm.cdf(-c - d * math.sqrt(rows)))
+
+
 def test_solve_n_plans_the_test_of_tests():
     from skdptest.power import solve_n
 
@@ -197,11 +207,18 @@ def test_solve_n_plans_the_test_of_tests():
         return rng.normal(1.0, 1.0, size=(n, 1)), None
 
     est = DPSubsampleAggregateTest(inner_test=_ztest, n_subsets=12, inner_alpha=0.25)
-    sol = solve_n(est, data, power=0.8, n_min=12, n_max=640, n_repeats=60, random_state=0)
-    # exact: each subset of n/12 rows rejects with the z-test's power at d = 1 (0.61 at
-    # 24 rows, 0.72 at 36); the count test then has power 0.67 at n = 24, 0.87 at 36,
-    # 0.95 at 48 (the Monte Carlo answer has error)
-    assert 24 <= int(sol.value) <= 48
+    # rtol=0.5 stops at the doubling bracket (n = 12, 24, 48: subsets of 1, 2 and 4
+    # rows); the bisection itself is solve_n's generic code (tests/test_power.py)
+    sol = solve_n(est, data, power=0.8, n_min=12, n_max=640, n_repeats=60, rtol=0.5,
+                  random_state=0)
+    # exact: each subset of n/12 rows rejects with the z-test's power at d = 1; the
+    # count test then has power 0.67 at n = 24 and 0.95 at 48: the answer is 48 ...
+    assert int(sol.value) == 48
+    # ... and every simulated point agrees with the exact power within 3 SE
+    rate = tulap_rate(1.0)
+    for n, simulated in zip(sol.table["n_samples"], sol.table["rejection_rate"], strict=True):
+        exact = predicted_power(12, 0.25, _z_power(int(n) // 12, 0.25), 0.05, rate)
+        assert abs(simulated - exact) <= 3 * math.sqrt(exact * (1 - exact) / 60) + 1e-12
 
 
 def test_refusals():
