@@ -131,23 +131,34 @@ def _check_data(out, n_samples):
     return X, y
 
 
+def _simulation_clone(estimator, est_params=None):
+    """One clone of ``estimator`` for a block of repeats, budget removed.
+
+    A block refits this one clone (only its generator changes between repeats): a fit
+    recomputes everything from the parameters and the data (the estimator contract,
+    sklearn's ``check_fit_idempotent``), and cloning per repeat deep-copied the
+    parameters (frozen scipy laws) at about half the cost of a cheap fit.
+    """
+    est = clone(estimator)
+    # budget=None: synthetic data are not private and the simulation must never
+    # charge a real ledger (simulate_power already warned if one was set).
+    est.set_params(**{**(est_params or {}), **{k: None for k in _strip_budgets(est)}})
+    return est, _seed_params(est)
+
+
 def _run_block(estimator, data_generator, n_samples, est_params, seeds):
-    """Fit clones on fresh synthetic draws; one (data, noise) seed pair per repeat.
+    """Fit a clone on fresh synthetic draws; one (data, noise) seed pair per repeat.
 
     Returns a list of (reject, log e-value or NaN, rows used) per repeat.
     """
-    seed_names = _seed_params(estimator)
+    est, seed_names = _simulation_clone(estimator, est_params)
     out = []
     for seq in seeds:
         data_seq, noise_seq = seq.spawn(2)
         X, y = _check_data(data_generator(n_samples, np.random.default_rng(data_seq)),
                            n_samples)
-        est = clone(estimator)
-        # budget=None: synthetic data are not private and the simulation must never
-        # charge a real ledger (simulate_power already warned if one was set).
         noise = np.random.default_rng(noise_seq)
-        est.set_params(**{**est_params, **{k: None for k in _strip_budgets(est)},
-                          **{k: noise for k in seed_names}})
+        est.set_params(**{k: noise for k in seed_names})
         with warnings.catch_warnings():
             # Synthetic, public data: a fixed seed per repeat is the point here, not a leak.
             warnings.simplefilter("ignore", FixedRandomStateWarning)
@@ -212,7 +223,8 @@ def simulate_power(estimator, data_generator, *, param_grid=None, n_samples=None
                    n_repeats=200, random_state=None, n_jobs=None, verbose=0):
     """Rejection rate of a private test on synthetic data, over a parameter grid.
 
-    For each parameter combination, ``n_repeats`` clones of ``estimator`` are fitted
+    For each parameter combination, ``n_repeats`` fits of a clone of ``estimator``
+    (one clone per block of repeats, refitted with a fresh generator each time) run
     on fresh draws ``X, y = data_generator(n_samples, rng)``; the table gives the
     rejection rate (the power under an alternative, the type-I error under a null)
     with its binomial standard error and Wilson 95 % interval. No budget is charged.
@@ -658,18 +670,16 @@ class IntervalWidth:
 
 
 def _widths(estimator, data_generator, n_samples, level, seeds):
-    """Widths of the intervals of fits of clones on fresh draws (budget removed, one
+    """Widths of the intervals of fits of a clone on fresh draws (budget removed, one
     (data, noise) seed pair per repeat, as in :func:`simulate_power`)."""
-    seed_names = _seed_params(estimator)
+    est, seed_names = _simulation_clone(estimator)
     out = []
     for seq in seeds:
         data_seq, noise_seq = seq.spawn(2)
         X, y = _check_data(data_generator(n_samples, np.random.default_rng(data_seq)),
                            n_samples)
-        est = clone(estimator)
         noise = np.random.default_rng(noise_seq)
-        est.set_params(**{k: None for k in _strip_budgets(est)},
-                       **{k: noise for k in seed_names})
+        est.set_params(**{k: noise for k in seed_names})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FixedRandomStateWarning)
             result = _result_of(est.fit(X, y))
@@ -702,9 +712,9 @@ def interval_width(estimator, data_generator, n_samples, *, confidence_level=0.9
                    n_repeats=200, random_state=None):
     """Expected width of an estimator's confidence interval at ``n_samples`` rows.
 
-    ``n_repeats`` clones of ``estimator`` (:class:`~skdptest.DPBinomialTest` or
-    :class:`~skdptest.DPBoundedMeanTest`, with its ε, bounds, bet and alternative) are
-    fitted on fresh draws of ``data_generator`` and the widths of
+    A clone of ``estimator`` (:class:`~skdptest.DPBinomialTest` or
+    :class:`~skdptest.DPBoundedMeanTest`, with its ε, bounds, bet and alternative) is
+    fitted ``n_repeats`` times on fresh draws of ``data_generator`` and the widths of
     ``result_.confidence_interval(confidence_level)`` averaged. Nothing is charged;
     the data must be synthetic or public (see :func:`simulate_power`).
 

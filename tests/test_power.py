@@ -15,11 +15,13 @@
 import functools
 import math
 import sys
+from unittest import mock
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from sklearn.base import clone
 
 from skdptest import (
     DPHSICTest,
@@ -116,16 +118,43 @@ def test_wilson_interval_matches_the_closed_form():
     assert table["ci_high"][0] == pytest.approx(min(1, centre + half))
 
 
+def test_a_block_refits_one_clone_as_fresh_clones_would(monkeypatch):
+    # simulate_power clones once per block of repeats and refits that clone; a refit
+    # must give what a fresh clone gives (an e-process: fit must drop the old stream)
+    import skdptest.power as power
+
+    clones = []
+    monkeypatch.setattr(power, "clone", lambda est: clones.append(est) or clone(est))
+    est = PrivateEProcess(P, Q, epsilon=0.5)
+    table = simulate_power(est, bernoulli_draw(0.45), n_samples=60, n_repeats=6,
+                           random_state=2)
+    assert len(clones) == 1
+    rejects, log_e = [], []
+    for seq in np.random.SeedSequence(2).spawn(1)[0].spawn(6):
+        data_seq, noise_seq = seq.spawn(2)
+        X, _ = bernoulli_draw(0.45)(60, np.random.default_rng(data_seq))
+        result = clone(est).set_params(random_state=np.random.default_rng(noise_seq)
+                                       ).fit(X).result_
+        rejects.append(result.reject)
+        log_e.append(result.log_e_process[-1] if result.log_e_process else 0.0)
+    assert table["rejection_rate"][0] == np.mean(rejects)
+    assert table["mean_log_e_value"][0] == pytest.approx(np.mean(log_e), rel=1e-12)
+
+
 # -- seeds and parallelism -------------------------------------------------------------
 
 GRID = {"n_samples": [40, 80], "epsilon": [0.5, 2.0]}
 
 
-def _evalue_table(**kwargs):
-    # 30 repeats: two blocks per combination, so the blocks of one combination can
-    # finish out of order on parallel workers
-    return simulate_power(PrivateEValueTest(P, Q, statistic="exact"), bernoulli_draw(0.45),
-                          param_grid=GRID, n_repeats=30, **kwargs)
+def _evalue_table(block=None, **kwargs):
+    # block=3 splits each combination's 6 repeats into two blocks, so the blocks of one
+    # combination can finish out of order on parallel workers; the reference tables use
+    # the default block (one per combination): the block size must not change a result
+    import skdptest.power as power
+
+    with mock.patch.object(power, "_BLOCK", block or power._BLOCK):
+        return simulate_power(PrivateEValueTest(P, Q, statistic="exact"),
+                              bernoulli_draw(0.45), param_grid=GRID, n_repeats=6, **kwargs)
 
 
 @functools.cache
@@ -146,13 +175,14 @@ def test_results_do_not_depend_on_n_jobs():
     import joblib
 
     with joblib.parallel_config(backend="threading"):
-        got = _evalue_table(random_state=7, n_jobs=2)
+        got = _evalue_table(block=3, random_state=7, n_jobs=2)
     pd.testing.assert_frame_equal(_reference_table(7), got)
 
 
 @pytest.mark.slow
 def test_results_do_not_depend_on_n_jobs_with_processes():
-    pd.testing.assert_frame_equal(_reference_table(7), _evalue_table(random_state=7, n_jobs=2))
+    pd.testing.assert_frame_equal(_reference_table(7),
+                                  _evalue_table(block=3, random_state=7, n_jobs=2))
 
 
 def test_dask_backend_gives_the_same_table():
@@ -164,7 +194,7 @@ def test_dask_backend_gives_the_same_table():
     with distributed.LocalCluster(n_workers=2, processes=False, threads_per_worker=1,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster), joblib.parallel_config(backend="dask"):
-        got = _evalue_table(random_state=7)
+        got = _evalue_table(block=3, random_state=7)
     pd.testing.assert_frame_equal(got, expected)
 
 
@@ -178,12 +208,12 @@ def test_dask_process_workers_give_the_same_table():
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster), joblib.parallel_config(backend="dask"):
-        got = _evalue_table(random_state=12)
+        got = _evalue_table(block=3, random_state=12)
     pd.testing.assert_frame_equal(got, expected)
 
 
 def test_verbose_prints_one_line_per_combination(capsys):
-    _evalue_table(random_state=0, verbose=1)
+    _evalue_table(block=3, random_state=0, verbose=1)  # a line once both blocks are done
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 4
     assert all(line.startswith("[simulate_power] ") for line in lines)
