@@ -60,7 +60,8 @@ import time
 from copy import deepcopy
 
 import numpy as np
-from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
+
+from ._kernels import l1_distances, squared_euclidean
 
 __all__ = [
     "AGGREGATE_FLOOR",
@@ -131,9 +132,9 @@ def distance_block(kernel, X, Y=None):
     """
     Yv = X if Y is None else Y
     if kernel == "laplacian":
-        return manhattan_distances(X, Yv)
+        return l1_distances(X, Yv)
     with np.errstate(over="ignore", invalid="ignore"):
-        D = euclidean_distances(X, Y, squared=True)
+        D = squared_euclidean(X, Y)
         big_x = np.flatnonzero(~(np.einsum("ij,ij->i", X, X) <= 2.0**40))
         big_y = np.flatnonzero(~(np.einsum("ij,ij->i", Yv, Yv) <= 2.0**40))
         for i in big_x:

@@ -9,10 +9,13 @@ from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances, r
 
 from skdptest.kernel._kernels import (
     MEDIAN_GRID,
+    _euclidean,
     check_kernel_spec,
+    l1_distances,
     median_selection_probabilities,
     private_median_gamma,
     resolve_kernel,
+    squared_euclidean,
 )
 
 X = np.random.default_rng(0).uniform(size=(30, 3))
@@ -206,3 +209,29 @@ def test_exp_of_exponents_edge_values():
     assert out[0] == 1.0 and out[1] == np.exp(-1.0)
     assert out[2] == 0.0 and out[3] == np.exp(np.nextafter(EXP_FLOOR, 0)) > 0
     assert out[4] == 0.0 and out[5] == 0.0 and np.isnan(out[6])
+
+
+def test_unchecked_distances_are_scikit_learns_bit_for_bit():
+    # the tile kernels skip scikit-learn's per-call checks on finite float64 arrays;
+    # the values must stay its values (the releases are bit-identical), and other
+    # inputs must still go through it (its conversions, its refusals)
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(37, 5)) * np.array([1e-3, 1.0, 30.0, 1e5, 1e150])
+    B = np.asfortranarray(rng.normal(size=(11, 5)) * 7.0)
+    pairs = [(A, None), (A, A), (A, B), (A[:, :3], B[:, :3]), (A[::3], A[1::2]),
+             (B[:, :1], B[2:, :1]),
+             (A[:, :4].astype(np.float32), B[:, :4].astype(np.float32)), (A[:4].tolist(), None),
+             (np.arange(12).reshape(4, 3), None)]
+    for P, Q in pairs:
+        for mine, theirs in [(squared_euclidean, lambda P, Q: euclidean_distances(
+                P, Q, squared=True)), (_euclidean, euclidean_distances),
+                (l1_distances, manhattan_distances)]:
+            got, ref = mine(P, Q), theirs(P, Q)
+            assert got.dtype == ref.dtype
+            np.testing.assert_array_equal(got, ref)
+    for bad in (np.array([[np.nan, 1.0]]), np.empty((0, 2)), np.ones((2, 2, 1))):
+        for f in (squared_euclidean, l1_distances):
+            with pytest.raises(ValueError, match="NaN|0 sample|dim"):
+                f(bad, None)
+    with pytest.raises(ValueError, match="Incompatible dimension"):
+        squared_euclidean(A, B[:, :2])
