@@ -61,7 +61,7 @@ from copy import deepcopy
 
 import numpy as np
 
-from ._kernels import l1_distances, squared_euclidean
+from ._distances import l1_distances, squared_euclidean
 
 __all__ = [
     "AGGREGATE_FLOOR",

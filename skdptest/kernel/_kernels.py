@@ -30,19 +30,17 @@ from functools import partial
 from numbers import Real
 
 import numpy as np
-from scipy.spatial.distance import cdist
 from sklearn.base import clone
 from sklearn.gaussian_process import kernels as gpk
 from sklearn.metrics.pairwise import (
     KERNEL_PARAMS,
     PAIRWISE_KERNEL_FUNCTIONS,
     additive_chi2_kernel,
-    euclidean_distances,
-    manhattan_distances,
 )
 
 from .. import _noise
 from .._params import Callable, InstanceOf, InvalidParameterError, NoneValue
+from ._distances import euclidean, l1_distances, squared_euclidean
 
 __all__ = [
     "ResolvedKernel",
@@ -178,56 +176,6 @@ class ResolvedKernel:
             block = X[start:start + _DIAG_BLOCK]
             out[start:start + len(block)] = np.diagonal(self(block))
         return out
-
-
-def _plain_pair(X, Y):
-    """Whether ``X`` and ``Y`` (or None) are finite 2-D float64 ndarrays of equal width:
-    the inputs scikit-learn's pairwise checks pass through unchanged."""
-    arrays = (X,) if Y is None or Y is X else (X, Y)
-    return (all(type(A) is np.ndarray and A.dtype == np.float64 and A.ndim == 2
-                and A.size > 0 for A in arrays)
-            and arrays[-1].shape[1] == X.shape[1]
-            and all(np.isfinite(A).all() for A in arrays))
-
-
-def squared_euclidean(X, Y=None):
-    """``euclidean_distances(X, Y, squared=True)`` bit for bit, without its checks.
-
-    scikit-learn validates both arrays on every call (about 0.4 ms each, more than the
-    distances of a small block): the blocked kernels call it once per tile. Finite 2-D
-    float64 arrays take scikit-learn's float64 expansion directly (the same operations
-    in the same order: ``-2 X Y^T + ||x||^2 + ||y||^2``, clipped at 0, a zero diagonal
-    when ``Y`` is ``X``); anything else goes through scikit-learn.
-    """
-    if not _plain_pair(X, Y):
-        return euclidean_distances(X, Y, squared=True)
-    Yv = X if Y is None else Y
-    XX = np.einsum("ij,ij->i", X, X)[:, None]
-    YY = XX.T if Yv is X else np.einsum("ij,ij->i", Yv, Yv)[None, :]
-    D = -2 * (X @ Yv.T)
-    D += XX
-    D += YY
-    np.maximum(D, 0.0, out=D)
-    if Yv is X:
-        np.fill_diagonal(D, 0.0)
-    return D
-
-
-def _euclidean(X, Y=None):
-    """``euclidean_distances(X, Y)`` bit for bit (the square root, in place, of
-    :func:`squared_euclidean`)."""
-    if not _plain_pair(X, Y):
-        return euclidean_distances(X, Y)
-    D = squared_euclidean(X, Y)
-    return np.sqrt(D, out=D)
-
-
-def l1_distances(X, Y=None):
-    """``manhattan_distances(X, Y)`` bit for bit (scipy's ``cdist``), without its checks
-    on finite 2-D float64 arrays (see :func:`squared_euclidean`)."""
-    if not _plain_pair(X, Y):
-        return manhattan_distances(X, Y)
-    return cdist(X, X if Y is None else Y, "cityblock")
 
 
 def exp_of_exponents(T):
@@ -637,7 +585,7 @@ def median_selection_probabilities(X, kernel, epsilon):
     n, d = X.shape
     metric = _MEDIAN_KERNELS[kernel]
     grid = MEDIAN_GRID * (math.sqrt(d) if metric == "euclidean" else d)
-    dist = _euclidean if metric == "euclidean" else l1_distances
+    dist = euclidean if metric == "euclidean" else l1_distances
     counts = np.zeros(grid.size + 1, dtype=np.int64)
     step = _MEDIAN_STEP
     for i in range(0, n, step):

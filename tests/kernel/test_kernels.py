@@ -7,15 +7,13 @@ import pytest
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, DotProduct, Matern
 from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances, rbf_kernel
 
+from skdptest.kernel._distances import euclidean, l1_distances, squared_euclidean
 from skdptest.kernel._kernels import (
     MEDIAN_GRID,
-    _euclidean,
     check_kernel_spec,
-    l1_distances,
     median_selection_probabilities,
     private_median_gamma,
     resolve_kernel,
-    squared_euclidean,
 )
 
 X = np.random.default_rng(0).uniform(size=(30, 3))
@@ -224,7 +222,7 @@ def test_unchecked_distances_are_scikit_learns_bit_for_bit():
              (np.arange(12).reshape(4, 3), None)]
     for P, Q in pairs:
         for mine, theirs in [(squared_euclidean, lambda P, Q: euclidean_distances(
-                P, Q, squared=True)), (_euclidean, euclidean_distances),
+                P, Q, squared=True)), (euclidean, euclidean_distances),
                 (l1_distances, manhattan_distances)]:
             got, ref = mine(P, Q), theirs(P, Q)
             assert got.dtype == ref.dtype
