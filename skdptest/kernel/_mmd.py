@@ -51,7 +51,8 @@ from ._route_exact import (
 )
 from ._route_features import MMDFeaturesRoute
 from ._route_mmd_aggregate import MMDAggregateRoute
-from ._route_mmd_cyclic import MMDCyclicRoute, cyclic_applies
+from ._route_mmd_cyclic import MMDCyclicRoute, cyclic_applies, held_cyclic_fits
+from ._route_mmd_cyclic_blocked import MMDCyclicBlockedRoute
 from ._route_mmd_exact import MMDExactRoute, MMDPlan
 from ._testbase import (
     DEFAULT_MAX_MEMORY,
@@ -181,14 +182,16 @@ class DPMMDTest(KernelTestBase):
         otherwise ``True`` is refused.
         False: B random relabellings. "auto" (default): cyclic for the
         aggregate (any number of groups) when min(N - 1, n_permutations) >= 999
-        and its memory plan
-        is within ``max_memory`` (N up to about 11 000 with the default
-        limit; 10 s of CPU at N = 8000), so the default fit is cyclic from
-        N = 1000 on (about 1.5-2 products N x N by N x 2001 at N = 1000-4000, see
-        doc/kernel_tests.md); smaller fits, and fits asking for fewer than 999
-        relabellings, keep B random relabellings.
+        and its memory plan is within ``max_memory``, so the default fit is
+        cyclic from N = 1000 on (about 1.5-2 products N x N by N x 2001 at
+        N = 1000-4000, see doc/kernel_tests.md); smaller fits, and fits asking
+        for fewer than 999 relabellings, keep B random relabellings.
         ``result_.method`` is then "dpMMD cyclic aggregate" (three or more
-        groups: "dpMMD k-sample cyclic aggregate").
+        groups: "dpMMD k-sample cyclic aggregate"). Where the route that holds
+        the distances' diagonals does not fit ``max_memory`` (N above about
+        11 000 with the default limit), the same test runs by blocks of
+        diagonals in O(N) memory: "dpMMD cyclic aggregate blocked" (the same
+        statistic, group and bounds; releases differ in low-order bits).
     max_memory : int, default=4 * 2**30
         Public limit, in bytes, on the planned peak memory of a release, an
         upper bound (see :func:`mmd_memory_bytes`; about 1 GiB at most with the
@@ -492,7 +495,8 @@ class DPMMDTest(KernelTestBase):
         self._warn_ignored(params, [cyclic_ignores_permutations(
             params, "the bandwidth aggregate and min(n - 1, n_permutations) >= 999", n,
             "random relabellings")])
-        return MMDCyclicRoute().plan(params, X, groups)
+        held = held_cyclic_fits(params, n, X.shape[1])
+        return (MMDCyclicRoute() if held else MMDCyclicBlockedRoute()).plan(params, X, groups)
 
     def _fitted_attributes(self, prep, result):
         return {"classes_": prep.plan.classes, "gamma_": result.gamma,

@@ -55,6 +55,7 @@ from ._testbase import predicted_note
 __all__ = [
     "MMDCyclicRoute",
     "cyclic_applies",
+    "held_cyclic_fits",
     "label_coefficients",
     "mmd_cyclic_abs_error",
     "mmd_cyclic_memory_bytes",
@@ -74,15 +75,29 @@ def cyclic_applies(params, n, n_features, n_groups, aggregate):
     ``cyclic=True``: yes (the plan refuses it without the aggregate); ``False``: no;
     ``"auto"``: for the aggregate (any number of groups) when
     ``min(N - 1, n_permutations) >= 999`` (the group and the request both have at least
-    999 relabellings) and the cyclic route's memory plan is within ``max_memory`` (with
-    the defaults, N up to about 11 000). ``n_groups`` does not enter the rule: the
-    route's cost and memory are those of one label vector, whatever the groups.
+    999 relabellings) and the memory plan of the held route
+    (:func:`held_cyclic_fits`, N up to about 11 000 with the defaults) or of the blocked
+    one (:mod:`._route_mmd_cyclic_blocked`, ``O(N)``) is within ``max_memory``.
+    ``n_groups`` does not enter the rule: the route's cost and memory are those of one
+    label vector, whatever the groups.
     """
     cyclic = params["cyclic"]
     if cyclic != "auto":
         return bool(cyclic)
     if not (aggregate and min(n - 1, params["n_permutations"]) >= AUTO_MIN_SHIFTS):
         return False
+    if held_cyclic_fits(params, n, n_features):
+        return True
+    from ._route_mmd_cyclic_blocked import mmd_cyclic_blocked_memory_bytes
+    from ._testbase import with_median_and_data
+
+    memory = mmd_cyclic_blocked_memory_bytes(n, 19, params["n_jobs"])
+    return with_median_and_data(memory, params, n, n_features) <= params["max_memory"]
+
+
+def held_cyclic_fits(params, n, n_features):
+    """Whether the held cyclic route's memory plan (:func:`mmd_cyclic_memory_bytes`, with
+    the data) is within ``max_memory``; above it the cyclic aggregate runs by blocks."""
     from ._kernels import kernel_eval_bytes
     from ._testbase import with_median_and_data
 

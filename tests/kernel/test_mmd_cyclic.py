@@ -384,7 +384,8 @@ def test_auto_picks_the_route_from_public_sizes():
     assert _route(30, cyclic=True) is MMDCyclicRoute
     # beyond the permutation route's held kernel (N > 5792) while the plan fits max_memory
     assert _route(8000) is MMDCyclicRoute
-    assert _route(8000, max_memory=2**30) is MMDAggregateRoute
+    # above its memory plan the cyclic aggregate runs by blocks (test_mmd_cyclic_blocked.py)
+    assert _route(8000, max_memory=2**30) not in (MMDCyclicRoute, MMDAggregateRoute)
 
 
 def test_auto_warns_only_when_it_overrides_a_requested_n_permutations():
