@@ -220,10 +220,15 @@ def _bernoulli_exp_fraction(rng, num, den):
     """
     k = np.ones(num.shape, dtype=np.int64)
     active = np.flatnonzero(num > 0)  # γ = 0 stops at K = 1: success, no draw needed
+    trial = 1
     while active.size:
-        go = rng.integers(0, den * k[active]) < num[active]
+        # Every element still active is at the same K = trial: one scalar bound den·K.
+        # numpy draws the same uniforms as with the per-element bounds den·k[active]
+        # (tests/test_noise.py checks it), without the per-call checks of an array bound.
+        go = rng.integers(0, den * trial, size=active.size) < num[active]
         active = active[go]
-        k[active] += 1
+        trial += 1
+        k[active] = trial
     return (k & 1) == 1
 
 

@@ -204,6 +204,32 @@ def test_reproducible_per_seed_and_shapes():
     assert discrete_laplace(np.random.default_rng(0), 1.0, size=0).shape == (0,)
 
 
+def _bernoulli_exp_per_element(rng, num, den):
+    """The Bernoulli(exp(-num/den)) construction with one bound den·K per element."""
+    k = np.ones(num.shape, dtype=np.int64)
+    active = np.flatnonzero(num > 0)
+    while active.size:
+        go = rng.integers(0, den * k[active]) < num[active]
+        active = active[go]
+        k[active] += 1
+    return (k & 1) == 1
+
+
+@pytest.mark.parametrize("den", [1, 3, 2**20, 2**33])
+def test_one_bound_per_round_draws_the_uniforms_of_per_element_bounds(den):
+    # the sampler draws each round with one scalar bound (all active trials share K);
+    # it must consume the generator exactly as per-element bounds do: same draws, same
+    # generator state after (so the law and every seeded release are unchanged)
+    from skdptest._noise import _bernoulli_exp_fraction
+
+    for seed in range(20):
+        num = np.random.default_rng(seed).integers(0, den + 1, size=300)
+        a, b = np.random.default_rng(100 + seed), np.random.default_rng(100 + seed)
+        np.testing.assert_array_equal(_bernoulli_exp_fraction(a, num, den),
+                                      _bernoulli_exp_per_element(b, num, den))
+        assert a.bit_generator.state == b.bit_generator.state
+
+
 class _RiggedGenerator:
     """Answers the first ``n_forced`` rounds of the Bernoulli(1/K) trials of the
     Bernoulli(exp(-1)) construction with 'continue at K = 2, stop at K = 3' (a success),
@@ -215,15 +241,13 @@ class _RiggedGenerator:
 
     def integers(self, low, high=None, size=None, dtype=np.int64):
         draws = self._rng.integers(low, high, size=size, dtype=dtype)
-        # only the Bernoulli(1/K) draws of the exp(-1) trials have bounds K <= 3
-        # (arrays on the vector path, Python ints on the scalar path)
-        if self.left > 0 and isinstance(high, np.ndarray) and np.all(high <= 3):
-            self.left -= int(np.any(high == 3))
-            draws = np.where(high == 2, 0, np.where(high == 3, 1, draws))
-        elif self.left > 0 and isinstance(high, int) and high in (2, 3) and low == 0 \
-                and size is None:
+        # only the Bernoulli(1/K) draws of the exp(-1) trials have bounds K = 2, 3 (one
+        # bound per call: for all active trials on the vector path, one on the scalar
+        # path); the fair signs (bound 2 too) are then all positive, which changes no |K|
+        if self.left > 0 and isinstance(high, int) and high in (2, 3) and low == 0:
             self.left -= int(high == 3)
-            draws = 0 if high == 2 else 1
+            value = 0 if high == 2 else 1
+            draws = value if size is None else np.full(size, value, dtype=np.int64)
         return draws
 
 
