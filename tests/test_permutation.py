@@ -3,8 +3,9 @@
 Checks: the release equals a brute-force recomputation from the same integer draws; the
 law of the p-value is computed exactly on small cases and its log-ratio on neighbours is
 at most ε (the mutant with twice the rate is caught); type-I error <= α under
-exchangeability (a tie-breaking mutant and one that drops the "1 +" are caught); ε → ∞ gives the non-private p-value;
-the certified bounds/refine path is bit for bit the exact path.
+exchangeability (a tie-breaking mutant and one that drops the "1 +" are caught); ε → ∞
+gives the non-private p-value; the certified bounds/refine path is bit for bit the exact
+path.
 """
 
 import functools
