@@ -2,13 +2,15 @@
 
 Every case runs in-process through ``skdptest.cli.main`` (fast) and, in the ``slow``
 run, as a real command: ``subprocess.run([sys.executable, "-m", "skdptest", ...])``
-(each such run pays ~2 s of imports). One command-line run is in the default suite.
+(each such run pays ~3 s of imports). In the default suite the module entry point
+(``python -m skdptest``) runs once through runpy, in this interpreter.
 """
 
 import dataclasses
 import io
 import json
 import re
+import runpy
 import subprocess
 import sys
 import warnings
@@ -189,18 +191,40 @@ def test_same_seed_same_release(data):
     assert _json(first[1]) == _json(second[1])
 
 
-def test_python_dash_m_runs_the_command_line(data, tmp_path):
-    # The one real command-line run of the default suite (the others are `slow`).
+def _run_as_main(args, monkeypatch, capsys):
+    """``python -m skdptest ARGS`` in this interpreter: runpy runs the package's
+    ``__main__`` as ``-m`` does, without a new interpreter's 3 s of imports."""
+    monkeypatch.setattr(sys, "argv", ["skdptest", *args])
+    # As at the start of `-m` (runpy warns when the module it runs is already imported).
+    monkeypatch.delitem(sys.modules, "skdptest.__main__", raising=False)
+    with pytest.raises(SystemExit) as info:
+        runpy.run_module("skdptest", run_name="__main__", alter_sys=True)
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def _run_in_a_new_interpreter(args, monkeypatch, capsys):
+    proc = subprocess.run([sys.executable, "-m", "skdptest", *args],
+                          capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("run", [
+    pytest.param(_run_as_main, id="runpy"),
+    pytest.param(_run_in_a_new_interpreter, id="subprocess", marks=pytest.mark.slow),
+])
+def test_python_dash_m_runs_the_command_line(data, tmp_path, run, monkeypatch, capsys):
+    # The module entry point (`if __name__ == "__main__"` in skdptest/__main__.py) and the
+    # exit code it hands back; in the default suite through runpy, the way `-m` runs it
+    # (every case also runs as a real command in the slow suite).
     path, _ = data
     ledger = tmp_path / "ledger.sqlite"
-    proc = subprocess.run(
-        [sys.executable, "-m", "skdptest", "evalue", "--file", str(path), "--column", "k",
-         "--null", "bernoulli(0.3)", "--alternative", "bernoulli(0.6)",
-         "--ledger", str(ledger), "--budget-epsilon", "2", "--json"],
-        capture_output=True, text=True, timeout=300, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    payload = _json(proc.stdout)
+    code, out, err = run(
+        ["evalue", "--file", str(path), "--column", "k", "--null", "bernoulli(0.3)",
+         "--alternative", "bernoulli(0.6)", "--ledger", str(ledger), "--budget-epsilon", "2",
+         "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    payload = _json(out)
     assert payload["result_type"] == "EValueResult"
     assert payload["ledger"]["n_releases"] == 1
     assert [(e.label, e.epsilon) for e in PrivacyBudget(2.0, path=ledger).ledger] == [
