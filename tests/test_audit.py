@@ -80,6 +80,27 @@ def test_release_view_is_bit_exact_and_covers_fitted_attributes():
     assert release_view(a)[0] != release_view(b)[0]
 
 
+def test_release_view_is_a_fixed_point_of_the_encoding():
+    # epsilon_lower_bound keeps release_view's output as it is (a custom view is encoded):
+    # encoding it again must change nothing
+    from skdptest.audit import _canonical
+
+    @dataclass(frozen=True)
+    class R:
+        value: float
+        arr: np.ndarray
+        extra: object
+
+    class Est:
+        pass
+
+    e = Est()
+    e.result_ = R(-0.0, np.array([[0.1, 2.0]]), {"k": (1, np.int64(2), None, 1 + 2j)})
+    e.n_features_in_, e.flags_, e.name_ = np.int64(1), frozenset({True, 0.5}), "x"
+    view = release_view(e)
+    assert _canonical(view) == view and hash(view) == hash(_canonical(view))
+
+
 def test_release_view_refuses_unfitted_and_non_dataclass_results():
     class Est:
         pass
