@@ -966,11 +966,14 @@ def _run_corruption_trials(tmp_path, corruptions):
 
 
 def test_random_corruption_never_changes_the_total(tmp_path):
-    outcomes = _run_corruption_trials(tmp_path, _random_bytes(range(200)))
-    assert outcomes["refused"] + outcomes["accounting intact"] == 400
-    # Both outcomes occur, so the check can tell them apart (and could fail).
-    assert outcomes["refused"] > 50
-    assert outcomes["accounting intact"] > 50
+    # 100 corruptions (3000 in the slow test). Besides the digest (the bit flips below) and
+    # the hash chain (test_edited_entries_are_detected), which targeted tests check, these
+    # catch a ledger that stops checking the chain: seed 40 does (2 of the first 200 do).
+    outcomes = _run_corruption_trials(tmp_path, _random_bytes(range(100)))
+    assert outcomes["refused"] + outcomes["accounting intact"] == 200
+    # Both outcomes occur, so the check can tell them apart (and could fail): 145 and 55.
+    assert outcomes["refused"] > 25
+    assert outcomes["accounting intact"] > 25
 
 
 def test_bit_flips_in_the_totals_row_never_change_the_total(tmp_path):
@@ -1085,7 +1088,7 @@ def test_spend_does_not_read_the_entries(monkeypatch):
     budget = PrivacyBudget(epsilon=10.0)
     budget.spend(0.001)
     short = _traced_spend(monkeypatch, budget)
-    for _ in range(200):
+    for _ in range(20):  # a statement per entry, or one read of them, would show at any length
         budget.spend(0.001)
     long = _traced_spend(monkeypatch, budget)
     assert short == long  # the same statements whatever the length of the ledger
@@ -1107,7 +1110,7 @@ def test_spend_does_not_read_the_entries(monkeypatch):
         )
     ]
     assert order == sorted(order)
-    assert len(budget) == 203
+    assert len(budget) == 23
 
 
 def test_spent_is_the_exact_sum_of_the_entries():
