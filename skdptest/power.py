@@ -293,7 +293,7 @@ def simulate_power(estimator, data_generator, *, param_grid=None, n_samples=None
     >>> def draw(n, rng):
     ...     return rng.binomial(1, 0.5, size=(n, 1)), None
     >>> table = simulate_power(test, draw, param_grid={"n_samples": [50, 200]},
-    ...                        n_repeats=50, random_state=0)
+    ...                        n_repeats=20, random_state=0)
     >>> list(table["n_samples"])
     [50, 200]
     >>> bool(table["rejection_rate"].iloc[1] > table["rejection_rate"].iloc[0])
