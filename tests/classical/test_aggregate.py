@@ -169,30 +169,35 @@ def test_validity_t_test_on_normal_data_tiny_subsets():
 
 
 def test_planner_uses_public_inputs_only_and_is_deterministic():
-    a = plan_subsets(200, 1.0, 0.05, effect_size=0.4)
-    b = _aggregate._cached_plan(n=200, epsilon=1.0, alpha=0.05, inner_test=None,
-                                design="one-sample", effect_size=0.4, synthetic_data=None,
+    # n = 24: every m of 1..12 (two rows or more each) is a candidate, so the check
+    # below covers the planner's whole grid (12 x 12 pairs)
+    n, d = 24, 0.8
+    a = plan_subsets(n, 1.0, 0.05, effect_size=d)
+    b = _aggregate._cached_plan(n=n, epsilon=1.0, alpha=0.05, inner_test=None,
+                                design="one-sample", effect_size=d, synthetic_data=None,
                                 power_function=None, n_subsets=None,
                                 inner_alphas=_aggregate.INNER_ALPHAS)
     assert a == b
     m, a0, power = a
-    assert power == pytest.approx(predicted_power(
-        m, a0, _aggregate._t_test_power("one-sample", 0.4)(200 // m, a0), 0.05, 1.0))
+    f = _aggregate._t_test_power("one-sample", d)
+    assert power == pytest.approx(predicted_power(m, a0, f(n // m, a0), 0.05, 1.0))
     # exhaustive over the grid: nothing beats the chosen pair
-    f = _aggregate._t_test_power("one-sample", 0.4)
-    for mm in (2, 5, 12, 40):
-        for aa in (0.05, 0.2, 0.3):
-            assert predicted_power(mm, aa, f(200 // mm, aa), 0.05, 1.0) <= power + 1e-12
+    assert _aggregate._candidates(n, 2) == list(range(1, 13))
+    for mm in range(1, 13):
+        for aa in _aggregate.INNER_ALPHAS:
+            pi = f(n // mm, aa)
+            if pi > aa:  # the planner skips pairs without signal
+                assert predicted_power(mm, aa, pi, 0.05, 1.0) <= power + 1e-12
     # the same plan whatever the data (n public): fits on two data sets agree
-    e1 = DPSubsampleAggregateTest(effect_size=0.4, random_state=0).fit(np.ones((200, 1)))
-    e2 = DPSubsampleAggregateTest(effect_size=0.4, random_state=1).fit(
-        np.random.default_rng(9).standard_cauchy((200, 1)))
+    e1 = DPSubsampleAggregateTest(effect_size=d, random_state=0).fit(np.ones((n, 1)))
+    e2 = DPSubsampleAggregateTest(effect_size=d, random_state=1).fit(
+        np.random.default_rng(9).standard_cauchy((n, 1)))
     assert (e1.n_subsets_, e1.inner_alpha_) == (e2.n_subsets_, e2.inner_alpha_) == (m, a0)
     # a user power function replaces the model; fixing one coordinate searches the other
-    pf = plan_subsets(100, 1.0, 0.05, power_function=lambda k, a: min(1.0, a + k / 60.0))
+    pf = plan_subsets(n, 1.0, 0.05, power_function=lambda k, a: min(1.0, a + k / 60.0))
     assert pf[0] >= 1 and pf[1] in _aggregate.INNER_ALPHAS
-    est = DPSubsampleAggregateTest(n_subsets=7, effect_size=0.4, random_state=0).fit(
-        np.zeros((200, 1)))
+    est = DPSubsampleAggregateTest(n_subsets=7, effect_size=d, random_state=0).fit(
+        np.zeros((n, 1)))
     assert est.n_subsets_ == 7 and est.inner_alpha_ in _aggregate.INNER_ALPHAS
 
 
