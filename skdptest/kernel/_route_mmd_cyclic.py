@@ -329,15 +329,21 @@ class MMDCyclicRoute(MMDAggregateRoute):
                               mmd_cyclic_abs_error(sizes, kernel.kappa, kernel.diameter),
                               method + " cyclic")
 
+    # what the progress counts and the computation (the blocked route overrides them)
+    steps = "bandwidths"
+    compute = staticmethod(mmd_cyclic_statistics)
+
+    def n_steps(self, plan, n):
+        return len(plan.gammas)
+
     def statistics(self, plan, X, y, rng):
         n = X.shape[0]
-        progress = Progress(plan.progress, len(plan.gammas), "bandwidths")
+        progress = Progress(plan.progress, self.n_steps(plan, n), self.steps)
         progress.message(
-            f"dpMMD cyclic aggregate: {len(plan.gammas)} bandwidths x {n} cyclic shifts "
+            f"dpMMD {self.name}: {len(plan.gammas)} bandwidths x {n} cyclic shifts "
             f"by FFT on N = {n} rows" + predicted_note(plan)
             + ("" if plan.n_jobs not in (None, 1) else
-               "; n_jobs=-1 computes the bandwidths on all cores"))
-        stats = mmd_cyclic_statistics(X, plan.codes, rng, plan.kernel, plan.gammas,
-                                      plan.kernel_name, n_jobs=plan.n_jobs,
-                                      progress=progress)
+               f"; n_jobs=-1 computes the {self.steps} on all cores"))
+        stats = self.compute(X, plan.codes, rng, plan.kernel, plan.gammas, plan.kernel_name,
+                             n_jobs=plan.n_jobs, progress=progress)
         return RouteStatistics(stats)

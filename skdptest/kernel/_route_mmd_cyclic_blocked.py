@@ -30,13 +30,11 @@ from __future__ import annotations
 import numpy as np
 
 from .._threads import blas_threads, map_dynamic
-from ._bandwidth import Progress, mmd_centre
+from ._bandwidth import mmd_centre
 from ._cyclic import SPECTRA_BLOCK, half_diagonal_weights
-from ._kernelbase import RouteStatistics
 from ._kernels import gram_from_distances
 from ._relabel import _TWO_THREADS_MIN
 from ._route_mmd_cyclic import MMDCyclicRoute, label_coefficients, mmd_cyclic_work
-from ._testbase import predicted_note
 
 __all__ = [
     "MMDCyclicBlockedRoute",
@@ -207,18 +205,8 @@ class MMDCyclicBlockedRoute(MMDCyclicRoute):
             params, X, sizes, kernel, sensitivity, abs_error, method)
         return gammas, sensitivity, abs_error, method + " blocked"
 
-    def statistics(self, plan, X, y, rng):
-        n = X.shape[0]
-        half = n // 2 + 1
-        blocks = -(-half // blocked_block_size(n))
-        progress = Progress(plan.progress, blocks, "blocks of diagonals")
-        progress.message(
-            f"dpMMD cyclic aggregate (blocked): {len(plan.gammas)} bandwidths x {n} "
-            f"cyclic shifts by FFT on N = {n} rows" + predicted_note(plan)
-            + ("" if plan.n_jobs not in (None, 1) else
-               "; n_jobs=-1 computes the blocks on all cores"))
-        stats = mmd_cyclic_blocked_statistics(X, plan.codes, rng, plan.kernel, plan.gammas,
-                                              plan.kernel_name, n_jobs=plan.n_jobs,
-                                              progress=progress)
-        return RouteStatistics(stats)
+    steps = "blocks of diagonals"
+    compute = staticmethod(mmd_cyclic_blocked_statistics)
 
+    def n_steps(self, plan, n):
+        return -(-(n // 2 + 1) // blocked_block_size(n))
