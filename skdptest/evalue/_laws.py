@@ -661,6 +661,11 @@ class _GaussianLaws(_Laws):
         return float(lo * Pa + hi * (1 - Pb) + m * (Pb - Pa) + s * (pdf(a) - pdf(b)))
 
 
+#: Bisection steps per evaluation of L in :meth:`_UnivariateLaws._crossings` (2^5 - 1
+#: midpoints a cell): scipy's overhead per logpdf call outweighs 31 points.
+_BISECT_DEPTH = 5
+
+
 class _UnivariateLaws(_Laws):
     """Univariate continuous laws with densities; crossings located by bisection.
 
@@ -720,15 +725,48 @@ class _UnivariateLaws(_Laws):
         by bisection of all cells [a_i, b_i] at once; the switch lies in [lo, hi]."""
         a, b = a.copy(), b.copy()
         fa = pred(self._lr(a))
-        for _ in range(2100):  # enough halvings to reach adjacent floats from any range
-            m = 0.5 * (a + b)
-            todo = (m != a) & (m != b)
+        left = 2100  # enough halvings to reach adjacent floats from any range
+        while left > 0:
+            depth = min(_BISECT_DEPTH, left)
+            left -= depth
+            if not self._bisect_levels(a, b, fa, pred, depth):
+                break
+        return list(zip(a.tolist(), b.tolist(), strict=True))
+
+    def _bisect_levels(self, a, b, fa, pred, depth):
+        """``depth`` steps of plain bisection of every cell, in place, with one
+        evaluation of L: the midpoints every outcome could lead to (a tree of
+        2^depth - 1 per cell) are evaluated together, then each cell walks its path.
+        The same midpoints and the same outcomes as one step at a time, so the same
+        brackets; scipy's per-call overhead, which dominates, is paid once per
+        ``depth`` steps. Returns False once no cell moves (every m is a or b)."""
+        if a.size == 0:
+            return False
+        size = 1 << depth  # nodes 1 .. size - 1 are bisected; their children end a path
+        lo, hi, mid = np.empty((2 * size, a.size)), np.empty((2 * size, a.size)), \
+            np.empty((size, a.size))
+        lo[1], hi[1] = a, b
+        for level in range(depth):  # nodes 2^level .. 2^(level + 1) - 1, one level at once
+            i = slice(1 << level, 2 << level)
+            mid[i] = 0.5 * (lo[i] + hi[i])
+            even, odd = slice(2 << level, 4 << level, 2), slice((2 << level) + 1, 4 << level, 2)
+            lo[even], hi[even] = mid[i], hi[i]  # node 2i, same side as a: a = m
+            lo[odd], hi[odd] = lo[i], mid[i]    # node 2i + 1, the switch side: b = m
+        live = (mid[1:] != lo[1:size]) & (mid[1:] != hi[1:size])
+        same = np.zeros((size - 1, a.size), dtype=bool)
+        same[live] = pred(self._lr(mid[1:][live])) == np.broadcast_to(fa, live.shape)[live]
+        node = np.ones(a.size, dtype=np.int64)
+        cols = np.arange(a.size)
+        moved = False
+        for _ in range(depth):
+            todo = live[node - 1, cols]
             if not todo.any():
                 break
-            same = pred(self._lr(m[todo])) == fa[todo]
-            a[np.flatnonzero(todo)[same]] = m[todo][same]
-            b[np.flatnonzero(todo)[~same]] = m[todo][~same]
-        return list(zip(a.tolist(), b.tolist(), strict=True))
+            moved = True
+            node = np.where(todo, 2 * node + ~same[node - 1, cols], node)
+            # a cell that stops (m is a or b) stays at its node: m does not change
+            a[todo], b[todo] = lo[node[todo], cols[todo]], hi[node[todo], cols[todo]]
+        return moved
 
     def _set(self, pred):
         """{x : pred(L(x))} as sorted disjoint intervals, and the crossing brackets.
@@ -758,6 +796,15 @@ class _UnivariateLaws(_Laws):
         return total
 
     def _tails(self, lo, hi):
+        # slack() follows tails() at the same (lo, hi): one entry, read and set whole
+        last = getattr(self, "_last_tails", None)
+        if last is not None and last[0] == (lo, hi):
+            return last[1]
+        out = self._compute_tails(lo, hi)
+        self._last_tails = ((lo, hi), out)
+        return out
+
+    def _compute_tails(self, lo, hi):
         def nan_false(f):
             return lambda g: np.where(np.isnan(g), False, f(g))
 

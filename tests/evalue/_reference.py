@@ -408,3 +408,21 @@ def release_log_pmf(xs, rate, ys):
                                        + discrete_laplace_log_pmf(y - np.arange(law.size),
                                                                   rate))
                      for y in ys])
+
+
+def bisect_one_step_at_a_time(lr, a, b, pred, steps=2100):
+    """Crossing brackets of every cell [a_i, b_i] by plain bisection, one midpoint per
+    step and one evaluation of ``lr`` per step (the laws' search before it evaluated a
+    tree of steps at once; it must give these brackets bit for bit)."""
+    a, b = np.array(a, dtype=float), np.array(b, dtype=float)
+    fa = pred(lr(a))
+    for _ in range(steps):
+        m = 0.5 * (a + b)
+        todo = (m != a) & (m != b)
+        if not todo.any():
+            break
+        same = pred(lr(m[todo])) == fa[todo]
+        idx = np.flatnonzero(todo)
+        a[idx[same]] = m[todo][same]
+        b[idx[~same]] = m[todo][~same]
+    return list(zip(a.tolist(), b.tolist(), strict=True))

@@ -15,7 +15,48 @@ from scipy import stats
 from skdptest import PrivateEValueTest, optimal_rate
 from skdptest.evalue._laws import _certify, make_laws
 from skdptest.evalue._optimal import optimal_statistic, tslr_statistic
-from tests.evalue._reference import exact_mass_oscillating, independent_mass
+from tests.evalue._reference import (
+    bisect_one_step_at_a_time,
+    exact_mass_oscillating,
+    independent_mass,
+)
+
+
+@pytest.mark.parametrize("null, alt", [
+    (stats.norm(0, 1), stats.norm(0.5, 2)),  # two crossings of each level
+    (stats.expon(), stats.uniform(0, 3)),     # a support end: L jumps to -inf
+])
+def test_crossing_search_gives_the_brackets_of_plain_bisection(null, alt):
+    # the search evaluates a tree of bisection steps per logpdf call (scipy's overhead
+    # per call dominates); its brackets must be those of one step at a time, bit for
+    # bit, including cells that reach adjacent floats at different steps (wide and
+    # narrow cells, a cell already at adjacent floats) and the step cap
+    laws = make_laws(null, alt)
+    g = laws._lr(laws.grid)
+    lo_x, hi_x = laws.grid[0], laws.grid[-1]
+    one = np.nextafter(0.3, 1.0)
+    a = np.array([lo_x, -1e-20, 0.3, 0.25, -3.0])
+    b = np.array([hi_x, 1.0, one, 0.2500001, 5.0])
+    for level in np.quantile(g[np.isfinite(g)], [0.2, 0.8]):
+        for pred in (lambda v, t=level: np.where(np.isnan(v), False, v < t),
+                     lambda v, t=level: np.where(np.isnan(v), False, v > t)):
+            for steps in (2100, 7):
+                want = bisect_one_step_at_a_time(laws._lr, a, b, pred, steps)
+                if steps == 2100:
+                    got = laws._crossings(a, b, pred)
+                else:
+                    got_a, got_b = a.copy(), b.copy()
+                    fa = pred(laws._lr(a))
+                    done = 0
+                    while done < steps:
+                        depth = min(5, steps - done)
+                        laws._bisect_levels(got_a, got_b, fa, pred, depth)
+                        done += depth
+                    got = list(zip(got_a.tolist(), got_b.tolist(), strict=True))
+                assert got == want
+    empty = np.array([])
+    assert laws._crossings(empty, empty, lambda v: v < 0) == []
+
 
 # ---------------------------------------------------------------- the reproduction
 CELLS = 8000  # the density alternates 0.5 / 1.5 on cells of width 1/CELLS
