@@ -74,8 +74,10 @@ def _explicit(X, codes, seed, name):
     return np.max(np.array(rows), axis=0)
 
 
-@pytest.mark.parametrize("name, m, n", [("rbf", 6, 6), ("laplacian", 5, 8), ("rbf", 4, 9),
-                                        ("laplacian", 7, 7)])
+# each kernel once, an even balanced and an odd unbalanced N (the FFT's half diagonals
+# differ by the parity of N; the kernel only fills the Gram matrix): ("rbf", 4, 9) and
+# ("laplacian", 7, 7) repeated these paths with the other kernel
+@pytest.mark.parametrize("name, m, n", [("rbf", 6, 6), ("laplacian", 5, 8)])
 def test_statistics_equal_the_explicit_definition(name, m, n):
     X, y = _two_groups(m, n, seed=m + n)
     est = DPMMDTest(kernel=name, cyclic=True, random_state=3)
