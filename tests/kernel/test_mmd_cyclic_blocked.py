@@ -248,3 +248,15 @@ def test_extreme_rows_give_finite_statistics_without_warnings(blocked):
             est = DPMMDTest(cyclic=True, random_state=0).fit(Xn, y)
         assert 0.0 <= est.result_.pvalue <= 1.0
         assert math.isfinite(est.result_.noise_scale)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, sizes", [("lognormal", None), ("ties", [3, 3, 4])])
+def test_type_one_error_monte_carlo(blocked, kind, sizes):
+    # the DP release by blocks (N = 10, B = 9, alpha = 0.25): within alpha + 2 SE, as the
+    # held route's (whose dropped-observation mutant this check catches at about 0.3)
+    from tests.kernel.test_mmd_cyclic import _level
+
+    reps, alpha = 2000, 0.25
+    rate = _level(kind, reps, alpha, seed=12, sizes=sizes)
+    assert rate <= alpha + 2 * math.sqrt(alpha * (1 - alpha) / reps), rate
