@@ -82,6 +82,8 @@ def _canonical(value):
         return value
     if kind is np.int64:
         return int(value)
+    if kind is np.bool_:
+        return bool(value)
     if value is None or isinstance(value, (bool, np.bool_, str, bytes)):
         return bool(value) if isinstance(value, np.bool_) else value
     if isinstance(value, numbers.Integral):
@@ -334,10 +336,10 @@ def _leaves(view, path=()):
     return out
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=64)
 def _view_leaves(view):
     """``_leaves(view)``, read-only and memoised: a discrete release repeats a few views
-    over thousands of trials, and every threshold is evaluated on each of them."""
+    over thousands of trials (a small cache: it keeps the views it holds alive)."""
     return types.MappingProxyType(_leaves(view))
 
 
@@ -377,16 +379,15 @@ class _Event:
     def __init__(self, kind, payload, path=None, name=None):
         self.kind, self.payload, self.path, self.name = kind, payload, path, name
 
-    def contains(self, view):
-        if self.kind == "set":
-            return view in self.payload
-        value = _view_leaves(view).get(self.path, math.nan)
-        if self.kind == "le":
-            return value <= self.payload
-        return value >= self.payload  # NaN (leaf absent) is never in the event
-
     def hits(self, views):
-        return sum(bool(self.contains(v)) for v in views)
+        """How many of ``views`` lie in the event."""
+        if self.kind == "set":
+            return sum(v in self.payload for v in views)
+        # a view without the leaf (NaN) is in neither threshold event
+        values = np.array([_view_leaves(v).get(self.path, math.nan) for v in views],
+                          dtype=float)
+        inside = values <= self.payload if self.kind == "le" else values >= self.payload
+        return int(np.count_nonzero(inside))
 
     def describe(self):
         if self.kind == "set":
