@@ -194,7 +194,9 @@ def test_release_is_the_same_for_every_block_size_and_backend(monkeypatch, safet
     monkeypatch.setenv("SKDPTEST_HSIC_BACKEND", "numpy")
     ref = _fixed(DPHSICTest, cyclic=False, n_permutations=100, random_state=4).test(X, y)
     for backend in BACKENDS:
-        for rows in (32, 64, 128):
+        # 64: two blocks of rows (the last one partial), 128: one; 32 is rounded up to
+        # whole 64-row tiles, the same release as 64 (it was a third run of that case)
+        for rows in (64, 128):
             res, refined = _release(monkeypatch, X, y, 4, 100, rows, backend, safety)
             assert res == ref
             if safety is not None:
