@@ -32,8 +32,6 @@ CASES, ESTIMATOR_CLASSES = _common.CASES, _common.ESTIMATOR_CLASSES
 
 _RANDOM_TYPES = (np.random.Generator, np.random.BitGenerator, np.random.SeedSequence,
                  np.random.RandomState)
-each = pytest.mark.parametrize("cls", ESTIMATOR_CLASSES,
-                               ids=[c.__name__ for c in ESTIMATOR_CLASSES])
 
 
 def _random_objects(obj, seen=None):
