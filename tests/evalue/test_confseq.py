@@ -192,9 +192,16 @@ def test_random_rounding_of_a_constant_row_is_a_binomial_count():
     # The random rounding uses one fresh uniform per row: a constant row of value 1/2
     # rounds to a Binomial(n, 1/2) count, not to all-zero or all-one batches (the
     # exact pmf ratios above take the count's law to be this Poisson binomial). It
-    # does not depend on ε: one fit here, not one per ε of the test above.
-    est = PrivateConfidenceSequence(epsilon=30.0, random_state=1).fit(np.full((2000, 1), 0.5))
-    assert est.result_.lower < 0.5 < est.result_.upper < 0.6
+    # does not depend on ε: one fit here, not one per ε of the test above. At ε = 0.1
+    # the first batch ends at 215 rows, so one release shows the pre-noise count
+    # itself (the recorder's observation): within 4 sd of 107.5, where all-zero /
+    # all-one batches (one uniform per batch, or a fixed threshold) give 0 or 215.
+    n = next(batch_ends(_plan(0.1).rate))
+    with recording() as rec:
+        est = PrivateConfidenceSequence(epsilon=0.1, random_state=1).fit(np.full((n, 1), 0.5))
+    (count, _), = rec.observations["noisy count"]
+    assert n == 215 and abs(int(count) - n / 2) <= 4 * math.sqrt(n / 4)
+    assert est.result_.n_samples == n and est.result_.lower < 0.5 < est.result_.upper
 
 
 def test_replacing_one_row_moves_one_batch_count_by_at_most_one():
@@ -223,11 +230,10 @@ def test_stream_releases_at_the_public_batch_ends_and_stands_between():
     first = est.result_
     est.partial_fit(rng.binomial(1, 0.3, size=(3, 1)))  # next end at 15: no release
     assert est.result_ == first
-    for _ in range(20):
+    for _ in range(5):  # 263 rows: the ends up to 215
         est.partial_fit(rng.binomial(1, 0.3, size=(50, 1)))
     iv = est.intervals_
-    assert iv.shape[1] == 3 and list(iv[:, 0]) == [10, 15, 22, 32, 46, 68, 100, 147, 215,
-                                                   316, 464, 681, 1000][:iv.shape[0]]
+    assert iv.shape == (9, 3) and list(iv[:, 0]) == [10, 15, 22, 32, 46, 68, 100, 147, 215]
     assert np.all(np.diff(iv[:, 1]) >= 0) and np.all(np.diff(iv[:, 2]) <= 0)  # intersection
     assert est.result_.n_samples == int(iv[-1, 0])
     lower, upper = est.result_
@@ -236,7 +242,9 @@ def test_stream_releases_at_the_public_batch_ends_and_stands_between():
 
 def test_bounded_rows_map_to_the_bounds_and_out_of_bounds_refuses_before_charging():
     rng = np.random.default_rng(2)
-    X = 2.0 + 2.0 * rng.beta(2, 5, size=(700, 1))  # mean 2 + 2 * 2/7
+    # mean 2 + 2 * 2/7; 215 rows (9 releases): rows read as in [0, 1] without the map
+    # would round to all ones, an interval near 4
+    X = 2.0 + 2.0 * rng.beta(2, 5, size=(215, 1))
     est = PrivateConfidenceSequence(bounds=(2.0, 4.0), epsilon=1.0, random_state=0).fit(X)
     lower, upper = est.result_
     assert 2.0 <= lower < 2 + 4 / 7 < upper <= 4.0
@@ -257,11 +265,13 @@ def test_null_mean_rejects_once_outside_and_the_empty_flag():
     est.fit(np.zeros((100, 1)))
     assert est.decision() and est.result_.upper < 0.5
     # a stream whose mean jumps: the running intersection empties, flagged, and the
-    # latest released interval is reported alone
+    # latest released interval is reported alone (147 rows: it empties at the 8th
+    # release, the first after the jump)
     est = PrivateConfidenceSequence(epsilon=2.0, random_state=0)
-    est.fit(np.r_[np.zeros(100), np.ones(900)].reshape(-1, 1))
-    res = est.result_
-    assert res.empty and res.lower < res.upper and res.upper == 1.0
+    est.fit(np.r_[np.zeros(100), np.ones(47)].reshape(-1, 1))
+    res, iv = est.result_, est.intervals_
+    assert res.empty and res.lower < res.upper and res.n_samples == 147
+    assert (res.lower, res.upper) == (iv[-1, 1], iv[-1, 2]) and res.lower > iv[-2, 2]
 
 
 def test_pickle_keeps_the_result_but_not_the_stream():
