@@ -150,8 +150,8 @@ def test_power_equals_the_exact_ump_computation():
                                  random_state=int(s)).fit(_column(rng.binomial(1, theta1, n)))
                   .result_.reject for s in rng.integers(0, 2**31, size=100)]
     # a wiring check (the release and its p-value are tested exactly elsewhere in this
-    # file): 3 SE at 100 fits is 0.14 around 0.65, while the reversed alternative's power
-    # is 0.0004 (z = 4.5)
+    # file): 3 SE at 100 fits is 0.14 around 0.65, while a reversed alternative (power
+    # 0.0004) would need 51 rejections in 100 fits
     assert abs(np.mean(rejections) - ump) <= 3 * math.sqrt(ump * (1 - ump) / 100)
 
 
