@@ -6,6 +6,7 @@ root is on sys.path through pyproject's pytest ``pythonpath``; tests/ is a names
 package).
 """
 
+import functools
 import itertools
 import math
 
@@ -34,12 +35,14 @@ GRID_B = 98  # (B + 1) p-values on multiples of 1/99: exact level 4/99 on contin
 
 # -- exhaustive neighbours at the level of orders ------------------------------------------
 
+@functools.lru_cache(maxsize=8)
 def all_moves(n):
     """Every rank vector of n rows (all permutations) and every replace-one move.
 
     Returns (before, after): arrays of shape (M, n) of ranks 1..n, one row per
     (permutation, moved row i, new rank r'); the other rows shift by one between the
     old and the new rank, which is what replacing row i's value does to a total order.
+    Memoised (several tests enumerate the same n), so the arrays are read-only.
     """
     perms = np.array(list(itertools.permutations(range(1, n + 1))), dtype=np.int64)
     before, after = [], []
@@ -50,7 +53,9 @@ def all_moves(n):
             moved[:, i] = new
             before.append(perms)
             after.append(moved)
-    return np.concatenate(before), np.concatenate(after)
+    before, after = np.concatenate(before), np.concatenate(after)
+    before.flags.writeable = after.flags.writeable = False
+    return before, after
 
 
 def u_of(ranks, n1):
