@@ -224,9 +224,9 @@ def test_solve_n_plans_the_test_of_tests():
         return rng.normal(1.0, 1.0, size=(n, 1)), None
 
     est = DPSubsampleAggregateTest(inner_test=_ztest, n_subsets=12, inner_alpha=0.25)
-    # rtol=0.5 stops at the doubling bracket (n = 12, 24, 48: subsets of 1, 2 and 4
-    # rows); the bisection itself is solve_n's generic code (tests/test_power.py)
-    sol = solve_n(est, data, power=0.8, n_min=12, n_max=640, n_repeats=60, rtol=0.5,
+    # rtol=0.5 stops at the doubling bracket (n = 24, 48: subsets of 2 and 4 rows); the
+    # bisection itself is solve_n's generic code (tests/test_power.py)
+    sol = solve_n(est, data, power=0.8, n_min=24, n_max=640, n_repeats=60, rtol=0.5,
                   random_state=0)
     # exact: each subset of n/12 rows rejects with the z-test's power at d = 1; the
     # count test then has power 0.67 at n = 24 and 0.95 at 48: the answer is 48 ...

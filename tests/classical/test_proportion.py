@@ -172,9 +172,9 @@ def test_solve_n_plans_the_binomial_test():
         return rng.binomial(1, 0.5, size=(n, 1)).astype(float), None
 
     est = DPBinomialTest(null_proportion=0.3, alternative="greater")
-    # rtol=0.5 stops at the doubling bracket (n = 12, 24, 48); the bisection itself is
+    # rtol=0.5 stops at the doubling bracket (n = 24, 48); the bisection itself is
     # solve_n's generic code (tests/test_power.py)
-    sol = solve_n(est, data, power=0.8, n_min=12, n_max=400, n_repeats=60, rtol=0.5,
+    sol = solve_n(est, data, power=0.8, n_min=24, n_max=400, n_repeats=60, rtol=0.5,
                   random_state=0)
     # exact UMP power reaches 0.8 at n = 42 (0.73 at 36, 0.85 at 48): the bracket's
     # answer is 48, and every simulated point is within 3 SE of the exact power

@@ -107,9 +107,11 @@ def _level(n, theta0, rate, alpha, alternative, theta=None, pvalue=binomial_pval
     return float(np.sum(pmf * (_brute_cdf(c1 - x, rate) + _brute_cdf(x - c2, rate))))
 
 
-# Two tails: the same p-value code at (7, 0.5), (10, 0.02), (10, 0.98) and (20, 0.999) is
-# held at level α exactly by test_proportion's test_exact_level_by_enumeration.
-@pytest.mark.parametrize("n, theta0", [(10, 0.9), (15, 0.05)])
+# The upper tail by default, the lower one (15, 0.05) in the slow suite: the same p-value
+# code at (7, 0.5), (10, 0.02), (10, 0.98) and (20, 0.999) is held at level α exactly by
+# test_proportion's test_exact_level_by_enumeration.
+@pytest.mark.parametrize("n, theta0", [(10, 0.9),
+                                       pytest.param(15, 0.05, marks=pytest.mark.slow)])
 def test_exact_level_and_unbiasedness(n, theta0):
     rate = 1.0
     # exact level (at 0.05 too in test_proportion's enumeration, with the closed-form CDF,
