@@ -785,14 +785,27 @@ class _UnivariateLaws(_Laws):
         pieces = list(zip(edges[start:-1:2], edges[start + 1::2], strict=True))
         return pieces, brackets
 
-    @staticmethod
-    def _measure(dist, pieces):
-        total, med = 0.0, float(dist.median())
-        for a, b in pieces:
-            # cdf differences left of the median, sf differences right of it: both
-            # keep full relative precision in the far tails
-            total += float(dist.cdf(b) - dist.cdf(a)) if b <= med else float(
-                dist.sf(a) - dist.sf(b))
+    def _measure(self, dist, pieces):
+        name = "_median_null" if dist is self.null else "_median_alternative"
+        med = getattr(self, name, None)
+        if med is None:  # one scipy call per law, not one per measure
+            med = float(dist.median())
+            setattr(self, name, med)
+        if not pieces:
+            return 0.0
+        a, b = (np.array(v, dtype=float) for v in zip(*pieces, strict=True))
+        # cdf differences left of the median, sf differences right of it: both keep
+        # full relative precision in the far tails (one scipy call per kind, summed
+        # piece by piece in order as before)
+        left = b <= med
+        diff = np.empty(a.size)
+        if left.any():
+            diff[left] = dist.cdf(b[left]) - dist.cdf(a[left])
+        if not left.all():
+            diff[~left] = dist.sf(a[~left]) - dist.sf(b[~left])
+        total = 0.0
+        for v in diff.tolist():
+            total += v
         return total
 
     def _tails(self, lo, hi):
@@ -840,11 +853,12 @@ class _UnivariateLaws(_Laws):
         """
         c2 = math.exp(hi)
         brackets = self._tails(lo, hi)[1]
-        br = math.fsum(
-            c2 * float(self.null.cdf(b) - self.null.cdf(a))
-            + float(self.alternative.cdf(b) - self.alternative.cdf(a))
-            for a, b in brackets
-        )
+        br = 0.0
+        if brackets:  # one scipy call per law and end, the terms summed as before
+            a, b = (np.array(v, dtype=float) for v in zip(*brackets, strict=True))
+            p_mass = (self.null.cdf(b) - self.null.cdf(a)).tolist()
+            q_mass = (self.alternative.cdf(b) - self.alternative.cdf(a)).tolist()
+            br = math.fsum(c2 * p + q for p, q in zip(p_mass, q_mass, strict=True))
         return c2 * self._unc_p + br + 1e-12 * total
 
     def expect(self, h, under, breaks=()):
