@@ -627,9 +627,10 @@ def test_exceeded_budget_leaves_no_result():
 
 
 # n_jobs=2 is slow: starting the two loky workers (each importing numpy, scipy, scikit-learn
-# and skdptest) costs about 9 s of CPU. In the default suite the workers' spends on the
-# same ledger are counted by tests/test_common.py's n_jobs=2 search cases (a spend recorded
-# elsewhere would leave 1 entry instead of 9).
+# and skdptest) costs about 9 s of CPU. The slow suite also counts the workers' spends on
+# the same ledger in tests/test_common.py's n_jobs=2 search cases (a spend recorded
+# elsewhere would leave 1 entry instead of 9); the default suite's spends from other
+# processes are the forked races below.
 @pytest.mark.parametrize("n_jobs", [1, pytest.param(2, marks=pytest.mark.slow)])
 def test_grid_search_records_every_release(n_jobs):
     # The ledger side (order, totals, worker pids); tests/test_common.py counts the spends

@@ -289,7 +289,9 @@ def _grid_cases():
     for cls in ESTIMATOR_CLASSES:
         yield pytest.param(cls, 1, id=f"1-{cls.__name__}")
         if cls.__name__ in ("DPWilcoxonTest", "PrivateEProcess"):
-            yield pytest.param(cls, 2, id=f"2-{cls.__name__}")
+            # starting the two loky workers (each imports skdptest) costs ~8 s of CPU:
+            # slow; the default suite's cross-process spends are test_budget's races
+            yield pytest.param(cls, 2, id=f"2-{cls.__name__}", marks=pytest.mark.slow)
 
 
 @pytest.mark.parametrize(("cls", "n_jobs"), list(_grid_cases()))
