@@ -453,6 +453,11 @@ class Prepared:
         return int(self.X.shape[0])
 
 
+# The constructor's parameter names per estimator class (get_params(deep=False)'s keys,
+# which depend on the class only), read once per class.
+_PARAM_NAMES = {}
+
+
 class BasePrivateTest(BaseEstimator):
     """Base class of the private tests (not public API).
 
@@ -507,7 +512,12 @@ class BasePrivateTest(BaseEstimator):
 
     # -- contract --------------------------------------------------------------
     def _validate_params(self):
-        params = validate_parameters(self._parameter_constraints, self.get_params(deep=False))
+        # get_params(deep=False) without its inspect.signature call on every fit
+        names = _PARAM_NAMES.get(type(self))
+        if names is None:
+            names = _PARAM_NAMES[type(self)] = tuple(self.get_params(deep=False))
+        params = {name: getattr(self, name) for name in names}
+        params = validate_parameters(self._parameter_constraints, params)
         return self._check_params(params)
 
     def _prepare(self, X, y, *, reset):
