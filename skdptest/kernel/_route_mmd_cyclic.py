@@ -61,6 +61,7 @@ __all__ = [
     "mmd_cyclic_memory_bytes",
     "mmd_cyclic_statistics",
     "mmd_cyclic_work",
+    "ordered_rows",
 ]
 
 _U64 = 2.0**-53
@@ -237,6 +238,17 @@ def _label_spectra(codes, C, block=SPECTRA_BLOCK):
     return out
 
 
+def ordered_rows(X, codes, rng):
+    """The rows and their labels in one uniformly random order (``rng.permutation(N)``,
+    nothing else drawn; never from the data), with the group sizes and the label
+    coefficients ``C`` (:func:`label_coefficients`): ``(X, codes, sizes, C)``."""
+    codes = np.asarray(codes)
+    sizes = np.bincount(codes)
+    order = rng.permutation(codes.size)
+    codes = codes[order].astype(np.int8 if sizes.size <= 127 else np.int64)
+    return X[order], codes, sizes, label_coefficients(sizes)
+
+
 def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=None,
                           progress=None, forms=False):
     """The N statistics of the cyclic bandwidth aggregate (observed first).
@@ -264,13 +276,8 @@ def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=
     -------
     statistics : ndarray of shape (N,)
     """
-    codes = np.asarray(codes)
-    sizes = np.bincount(codes)
+    X, codes, sizes, C = ordered_rows(X, codes, rng)
     n = codes.size
-    order = rng.permutation(n)
-    X = X[order]
-    codes = codes[order].astype(np.int8 if sizes.size <= 127 else np.int64)
-    C = label_coefficients(sizes)
 
     def distance_diagonals():
         with limit_blas():  # the same values, no spinning BLAS workers

@@ -34,7 +34,7 @@ from ._bandwidth import mmd_centre
 from ._cyclic import SPECTRA_BLOCK, half_diagonal_weights
 from ._kernels import gram_from_distances
 from ._relabel import _TWO_THREADS_MIN
-from ._route_mmd_cyclic import MMDCyclicRoute, label_coefficients, mmd_cyclic_work
+from ._route_mmd_cyclic import MMDCyclicRoute, mmd_cyclic_work, ordered_rows
 
 __all__ = [
     "MMDCyclicBlockedRoute",
@@ -121,13 +121,9 @@ def mmd_cyclic_blocked_statistics(X, codes, rng, kernel, gammas, kernel_name, *,
     -------
     statistics : ndarray of shape (N,)
     """
-    codes = np.asarray(codes)
-    sizes = np.bincount(codes)
+    X, codes, sizes, C = ordered_rows(X, codes, rng)
+    X = np.ascontiguousarray(X, dtype=np.float64)
     n = codes.size
-    order = rng.permutation(n)
-    X = np.ascontiguousarray(X[order], dtype=np.float64)
-    codes = codes[order].astype(np.int8 if sizes.size <= 127 else np.int64)
-    C = label_coefficients(sizes)
     half = n // 2 + 1
     weights = half_diagonal_weights(n)
     b = blocked_block_size(n) if block is None else int(block)

@@ -13,7 +13,7 @@ from scipy.spatial.distance import cdist
 from threadpoolctl import threadpool_limits
 
 import skdptest.kernel._mmd as mmd_mod
-from skdptest import DPMMDTest, FixedRandomStateWarning, PrivacyLeakWarning
+from skdptest import DPMMDTest, FixedRandomStateWarning
 from skdptest.kernel._bandwidth import bandwidth_grid
 from skdptest.kernel._cyclic import cyclic_form_abs_error
 from skdptest.kernel._kernels import resolve_kernel
@@ -112,15 +112,9 @@ def test_values_do_not_depend_on_n_jobs_or_blas_threads():
             np.testing.assert_array_equal(run(), ref)
 
 
-def _route(n, groups=2, **kw):
-    X = np.zeros((n, 1))
-    y = np.arange(n) % groups
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PrivacyLeakWarning)
-        return type(DPMMDTest(max_time=1e9, **kw)._prepare(X, y, reset=True).plan.route)
-
-
 def test_the_blocked_route_takes_over_where_the_held_one_does_not_fit():
+    from tests.kernel.test_mmd_cyclic import _route
+
     assert _route(8000) is MMDCyclicRoute
     assert _route(8000, max_memory=2**30) is MMDCyclicBlockedRoute
     assert _route(12000) is MMDCyclicBlockedRoute  # the default max_memory
