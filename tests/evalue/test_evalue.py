@@ -474,7 +474,13 @@ def test_exact_statistic_refused_without_exact_model_and_without_charge():
 
 
 # ---------------------------------------------------------------- power planning
+@pytest.mark.slow
 def test_expected_log_e_value_matches_monte_carlo_and_charges_nothing():
+    # Slow (1000 fits): expected_log_e_value is expected_log_release for the optimal
+    # statistic, checked by default against Monte Carlo on Bernoulli laws by
+    # test_monte_carlo_e_power_matches_exact_expectation (compensator mutants at 11.7
+    # and 5.1 SE) and through expected_log_e_value itself on Gaussian laws by
+    # test_planned_clip_matches_monte_carlo_e_power_and_validity (5.2 SE).
     null, alt = bern_pair(0.6)
     planned = __import__("skdptest").expected_log_e_value(null, alt, 200, 1.0)
     logs, _ = _release_draws(null, alt, lambda rng, n: rng.binomial(1, 0.6, size=(n, 1)),

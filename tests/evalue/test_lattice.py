@@ -14,7 +14,9 @@ from skdptest.evalue._laws import make_laws
 from tests.evalue._reference import geometric_pmf_written, law_of_sum, validity_sum
 
 
-@pytest.mark.parametrize("n", [1, 2, 3])
+# n = 2 is slow: n = 1 and 3 stay, beside test_float_safe.py's enumeration of the same
+# laws at n = 2 (test_lattice_validity_at_the_quantised_rate)
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.slow), 3])
 def test_validity_discrete_by_enumeration(n):
     null, alt = stats.binom(3, 0.3), stats.binom(3, 0.6)
     model = LatticeExact(make_laws(null, alt), 1.0)
@@ -88,7 +90,12 @@ def test_privacy_exact_output_ratio_on_adversarial_rows():
     assert worst == pytest.approx(1.0, abs=1e-9)  # attained by the extreme rows
 
 
+@pytest.mark.slow
 def test_noise_draws_follow_the_geometric_law_and_halved_noise_is_caught(monkeypatch):
+    # Slow (10 000 releases): in the default suite
+    # test_float_safe.py::test_exact_samplers_follow_the_pmf_used_by_log_lr spies this
+    # release's draws (each at exactly noise_rate(n), which it checks against
+    # quantise_rate: a doubled rate fails), and audits the sampler's law at that rate.
     null, alt = stats.norm(0, 1), stats.norm(0.5, 1)
     model = LatticeExact(make_laws(null, alt), 1.0)
     n, rng = 20, np.random.default_rng(2)

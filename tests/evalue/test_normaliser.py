@@ -273,7 +273,12 @@ def test_uncertified_laws_are_refused_with_a_clear_message(name, null, alt):
         optimal_rate(null, alt, 1.0)
 
 
+@pytest.mark.slow  # default guard: test_oscillating_density_tslr_is_an_e_value_exactly
 def test_refused_laws_still_serve_tslr():
+    # tslr on a continuous law the optimal statistic refuses, E_P <= 1 by quadrature
+    # (~1.4 s). The default suite checks the same tslr_statistic on a refused continuous
+    # law exactly (the oscillating density, 4 values of ε, its log range <= ε by
+    # test_optimal.py::test_tslr_has_log_range_epsilon_and_is_an_e_value).
     laws = make_laws(stats.lognorm(0.5), stats.lognorm(0.7))
     stat = tslr_statistic(laws, 1.0)
     assert stat.log_hi - stat.log_lo <= 1.0 + 1e-12
