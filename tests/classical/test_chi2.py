@@ -121,15 +121,20 @@ def test_refusals_name_the_problem_before_the_charge():
     assert len(budget) == 0
 
 
-def test_string_labels_pandas_and_solve_n():
+def test_string_labels_and_pandas():
     pd = pytest.importorskip("pandas")
-    from skdptest.power import solve_n
-
     df = pd.DataFrame({"u": ["x", "y"] * 30, "v": ["p", "q", "r"] * 20})
     res = DPContingencyTest(categories=(["x", "y"], ["p", "q", "r"]), n_resamples=99).fit(df)
     assert 0 < res.result_.pvalue <= 1 and res.categories_ == (("x", "y"), ("p", "q", "r"))
     res = DPChiSquareTest(categories=["p", "q", "r"], n_resamples=99).fit(df[["v"]])
     assert res.categories_ == ("p", "q", "r")
+
+
+@pytest.mark.slow
+def test_solve_n_plans_the_goodness_of_fit_test():
+    """Slow: solve_n on one unlabelled sample (y None) is the code path and property of
+    test_mean's and test_proportion's ``test_solve_n_plans_...`` tests (default suite)."""
+    from skdptest.power import solve_n
 
     def skewed(n, rng):
         return rng.choice(3, p=[0.5, 0.3, 0.2], size=(n, 1)).astype(float), None

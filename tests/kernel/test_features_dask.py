@@ -91,7 +91,10 @@ class TestOnACluster:
         _assert_same_result(got, ref)
         assert got.method == "dpMMD k-sample features"
 
-    @pytest.mark.parametrize("width", [1, 2])
+    # width 2 in the slow suite: width 1 (default) runs the same cluster code path; a 2-D
+    # dask y equal to the numpy release is test_squared_feature_map_on_dask_is_the_numpy_
+    # release's (synchronous), a 2-column one test_release_hygiene's extreme rows on dask
+    @pytest.mark.parametrize("width", [1, pytest.param(2, marks=pytest.mark.slow)])
     def test_hsic_on_a_cluster_is_the_numpy_release(self, client, width):
         rng = np.random.default_rng(10 + width)
         X = rng.normal(size=(700, 2))
@@ -106,7 +109,10 @@ class TestOnACluster:
         _assert_same_result(got, ref)
 
 
-@pytest.mark.parametrize("chunks", [(1000, 3), (1, 3), (137, 2), ((600, 1, 399), (3,))])
+# one row per chunk (1, 3) in the slow suite: ((600, 1, 399), (3,)) keeps a one-row chunk
+# (beside uneven ones) in the default suite, (137, 2) a column split
+@pytest.mark.parametrize("chunks", [(1000, 3), pytest.param((1, 3), marks=pytest.mark.slow),
+                                    (137, 2), ((600, 1, 399), (3,))])
 def test_mmd_release_does_not_depend_on_the_chunking(synchronous, chunks):
     X, y = _data(3, 1000)
     ref = DPMMDTest(**MMD, random_state=2).fit(X, y).result_

@@ -282,6 +282,10 @@ def test_sensitivity_brute_force_point_masses():
     assert worst > delta / 2  # a halved sensitivity fails this check
 
 
+# slow: test_sensitivity_brute_force_point_masses (default) checks the same statistics
+# function against the same sensitivity on adversarial rows, upper bound and attainment
+# (a halved sensitivity fails there); this is the same upper bound on random rows
+@pytest.mark.slow
 def test_sensitivity_brute_force_random_data():
     rng = np.random.default_rng(5)
     X, Y = rng.normal(size=(8, 2)), rng.normal(size=(8, 1))

@@ -73,12 +73,21 @@ def test_held_aggregate_several_column_chunks(monkeypatch):
     np.testing.assert_allclose(one, several, rtol=0, atol=1e-12)
 
 
-def test_held_aggregate_values_do_not_depend_on_threads():
+def test_held_aggregate_values_do_not_depend_on_threads(monkeypatch):
     from threadpoolctl import threadpool_limits
 
+    import skdptest.kernel._relabel as relabel_mod
+    import skdptest.kernel._route_aggregate as aggregate_mod
+
+    # 240 rows with the thread thresholds lowered (was 900 rows, above them: 2 exp
+    # blocks of 768 rows): the exp in 5 blocks of 48 rows and the relabelling columns
+    # in row blocks, both on 1, 2 and 3 threads
+    monkeypatch.setattr(aggregate_mod, "_TWO_THREADS_MIN", 0)
+    monkeypatch.setattr(relabel_mod, "_TWO_THREADS_MIN", 0)
+    monkeypatch.setattr(exact_mod, "BLOCK_ROWS", 48)
     rng = np.random.default_rng(6)
-    X = rng.normal(size=(900, 2))  # large enough for the threaded exp and product
-    codes = np.repeat([0, 1], 450)
+    X = rng.normal(size=(240, 2))
+    codes = np.repeat([0, 1], 120)
     runs = []
     for limit in (1, 2, 3):
         with threadpool_limits(limits=limit, user_api="blas"):
