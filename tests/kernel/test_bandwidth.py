@@ -181,9 +181,11 @@ def test_n_jobs_gives_bit_identical_statistics(cyclic):
     rng = np.random.default_rng(6)
     X, Y = rng.normal(size=(40, 2)), rng.normal(size=(40, 1))
     codes = np.repeat([0, 1], 20)
-    np.testing.assert_array_equal(_mmd_stats(X, codes, 30, 1, 1), _mmd_stats(X, codes, 30, 1, 2))
     np.testing.assert_array_equal(_hsic_stats(X, Y, 20, 1, cyclic, 1),
                                   _hsic_stats(X, Y, 20, 1, cyclic, 2))
+    if cyclic:  # the dpMMD checks below do not read `cyclic`: once, in the other case
+        return
+    np.testing.assert_array_equal(_mmd_stats(X, codes, 30, 1, 1), _mmd_stats(X, codes, 30, 1, 2))
     r1 = DPMMDTest(n_permutations=30, cyclic=False, random_state=2, n_jobs=1).test(X, codes)
     r2 = DPMMDTest(n_permutations=30, cyclic=False, random_state=2, n_jobs=2).test(X, codes)
     assert r1 == r2

@@ -122,7 +122,10 @@ def test_inverse_permutations():
         np.testing.assert_array_equal(p[inv], np.arange(9))
 
 
-@pytest.mark.parametrize("n, stack", [(23, None), (260, None), (260, 2**17), (40, 1)])
+# (260, None) in the slow suite: (260, 2**17) takes the same two row blocks and several
+# chunks of permutations (2 per chunk instead of 8), the default constant aside
+@pytest.mark.parametrize("n, stack", [(23, None), pytest.param(260, None, marks=pytest.mark.slow),
+                                      (260, 2**17), (40, 1)])
 def test_stacked_permutation_traces_match_the_per_permutation_traces(monkeypatch, n, stack):
     # n = 260: two row blocks (R = 252); the small stacks give several chunks of
     # permutations, one permutation per chunk for stack = 1
