@@ -526,8 +526,10 @@ def test_forced_refinement_still_equals_float64(monkeypatch, safety):
     # n = 100, B = 150 (was 200, 300): 41-123 refinements; a mutant that skips them
     # (the undecided comparisons taken at either end of their enclosures) changes all
     # four releases
+    # (at 1e12 one data set: every refinement there is forced, each release alone shows
+    # the mutant; 3e5, the mixed case, keeps both)
     monkeypatch.setattr(exact_mod, "_F32_BOUND_SAFETY", safety)
-    for seed, dep in [(0, 0.0), (1, 0.5)]:
+    for seed, dep in [(0, 0.0), (1, 0.5)] if safety == 3e5 else [(1, 0.5)]:
         X, y = data(100, seed=seed, dep=dep)
         ref, res, seen = _both(monkeypatch, X, y, seed, 150)
         assert res == ref
