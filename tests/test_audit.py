@@ -630,6 +630,12 @@ def _evalue_pair():
     return X0, X1
 
 
+# Slow (300 fits a side): in the default suite the halved noise of the merged e-value is
+# caught by the grey box (test_grey_box_flags_a_merged_plan_at_twice_epsilon; the halved
+# discrete Laplace sampler by test_grey_box_flags_halved_noise_samplers, on the exact
+# statistic), and the black box's threshold event catching an over-claimed ε by
+# test_audit_detects_epsilon_three_claimed_as_one.
+@pytest.mark.slow
 def test_black_box_threshold_catches_halved_noise_of_the_merged_e_value(monkeypatch):
     # Default statistic ("optimal": the merged integer plus exact discrete Laplace
     # noise); with the noise halved the release is 2-DP on these neighbours.

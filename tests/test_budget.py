@@ -196,6 +196,9 @@ def test_pure_budget_refuses_any_delta():
     assert budget.ledger == []
 
 
+# Slow (101 spends): by default, test_budget_postgres.py::test_race_neither_loses_nor_overdraws
+# [sqlite-3] serves exactly 100 spends of 0.01 from a total of 1.0 (and refuses the 101st).
+@pytest.mark.slow
 def test_rounding_slack_admits_hundred_hundredths():
     budget = PrivacyBudget(epsilon=1.0)
     for _ in range(100):
@@ -203,7 +206,10 @@ def test_rounding_slack_admits_hundred_hundredths():
     with pytest.raises(BudgetExceededError, match="asked for epsilon=0.01"):
         budget.spend(0.01)
     assert len(budget) == 100
-    # The slack is relative and tiny: it never admits a visible overspend.
+
+
+def test_rounding_slack_never_admits_a_visible_overspend():
+    # The slack is relative and tiny.
     budget = PrivacyBudget(epsilon=1.0)
     budget.spend(1.0)
     with pytest.raises(BudgetExceededError, match="asked for epsilon=1e-08"):
@@ -966,6 +972,11 @@ def _run_corruption_trials(tmp_path, corruptions):
     return outcomes
 
 
+# Slow, beside the 3000 corruptions and the all-bits sweep of the test after them: the
+# default suite checks the digest of the totals row (test_edited_totals_row_is_detected) and
+# the hash chain (test_edited_entries_are_detected) deterministically, on the same paths
+# (the live handle's spend and a reopen).
+@pytest.mark.slow
 def test_random_corruption_never_changes_the_total(tmp_path):
     # 100 corruptions (3000 in the slow test). Besides the digest (the bit flips below) and
     # the hash chain (test_edited_entries_are_detected), which targeted tests check, these
@@ -977,6 +988,7 @@ def test_random_corruption_never_changes_the_total(tmp_path):
     assert outcomes["accounting intact"] > 25
 
 
+@pytest.mark.slow  # see above: test_edited_totals_row_is_detected guards the digest
 def test_bit_flips_in_the_totals_row_never_change_the_total(tmp_path):
     outcomes = _run_corruption_trials(tmp_path, _bit_flips(seed=0))
     assert outcomes["refused"] + outcomes["accounting intact"] >= 2 * 200

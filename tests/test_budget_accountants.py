@@ -133,13 +133,21 @@ def test_basic_composition_refuses_long_before_zcdp():
         budget.spend(0.1)
 
 
-def test_laplace_profile_and_rdp_accountant():
+def test_laplace_profile():
     lap = PrivacyBudget(5.23, 1e-6, accountant="zcdp")
     for _ in range(100):
         lap.spend(0.1, profile="laplace")
     # ρ = ε + e^-ε - 1 < ε²/2: a few more Laplace releases fit than generic ones.
     assert lap.loss_spent == pytest.approx(100 * (0.1 + math.expm1(-0.1)))
     lap.spend(0.1, profile="laplace")
+
+
+# Slow (about 105 spends): by default, what the RDP filter admits is checked against
+# dp_accounting by test_filter_never_admits_a_sequence_beyond_its_target, its order and
+# report by test_budget_postgres.py::test_accountants_agree_across_backends[*-rdp]; this
+# adds the count of the target (at least 100 releases of ε = 0.1 fit).
+@pytest.mark.slow
+def test_rdp_accountant_fits_a_hundred_tests():
     rdp = PrivacyBudget(5.23, 1e-6, accountant="rdp")
     assert rdp.rdp_order > 1
     n = 0

@@ -26,6 +26,12 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "doc").glob("*.md")),
 SLOW_BLOCKS = {
     ("audit.md", "n_trials=2000"),  # 4000 fits, about 6 s
     ("power.md", "n_repeats=200"),  # 1200 dpMMD fits up to n = 500, about 2 min
+    # Blocks that repeat what a default test runs (slow here, to run each once):
+    # the 100 spends of test_budget_accountants::test_hundred_adaptive_tests_fit_under_zcdp...
+    ("privacy_budget.md", 'print("the 101st does not fit")'),
+    # 10 releases of a confidence sequence (~1 s); tests/evalue/test_confseq.py fits streams
+    # through partial_fit and reads intervals_ by default
+    ("confidence_sequences.md", "cs.intervals_"),
 }
 
 _FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
@@ -56,6 +62,9 @@ def _cases():
     for page in PAGES:
         for line, src in python_blocks(page.read_text(encoding="utf-8")):
             slow = any(page.name == name and key in src for name, key in SLOW_BLOCKS)
+            # README's blocks with imports: test_main.py::test_readme_example_runs runs
+            # each of them by default and checks what they print
+            slow = slow or (page.name == "README.md" and "import" in src)
             marks = [pytest.mark.slow] if slow else []
             cases.append(pytest.param(page, line, src, marks=marks,
                                       id=f"{page.relative_to(ROOT)}:{line}"))

@@ -10,11 +10,19 @@ import skdptest
 from skdptest.__main__ import AB_TEST, demo_main, main, simulate
 
 
-def test_demo_prints_the_e_value_and_the_ledger(capsys):
+@pytest.mark.slow
+def test_demo_is_reproducible_through_the_console_script(capsys):
+    # A second demo run (~0.5 s); the default test below checks the demo's output, and
+    # test_demo_help_and_bad_arguments that demo_main routes to it.
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert demo_main([]) == 0  # the skdptest-demo console script
     assert capsys.readouterr().out == out  # fixed seeds: the demo is reproducible
+
+
+def test_demo_prints_the_e_value_and_the_ledger(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
     match = re.search(r"e-value = (\S+) \(log e-value (\S+) nats\)", out)
     assert match is not None, out
     assert float(match.group(1)) > 0

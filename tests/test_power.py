@@ -1,13 +1,14 @@
 """Tests of skdptest.power: power planning on synthetic data, never charged.
 
-- the table's shape and columns, for all five public estimators;
+- the table's shape and columns, for all five public estimators (dpHSIC's and the
+  GTM's, which take dpMMD's branch, in the slow suite);
 - determinism for a seed, independence from n_jobs (1 vs 2) and from the joblib
-  backend (a dask LocalCluster);
+  backend (a dask LocalCluster: slow);
 - a budget set on the estimator is never charged (removed from the clones, warned);
 - the simulated type-I error of DPMMDTest under the null is <= alpha within a
-  binomial tolerance (and the same check flags an invalid test);
+  binomial tolerance (slow; the same check flags an invalid test by default);
 - the exact e-value power against an independent brute-force double sum over the
-  count and the noise, and against simulation of the estimator itself;
+  count and the noise, and against simulation of the estimator itself (slow);
 - the searches (solve_n on the exact planner, evalue_solve_n) are monotone and
   return the exact crossing.
 """
@@ -83,9 +84,11 @@ BASE = ["n_samples", "n_repeats", "rejection_rate", "se", "ci_low", "ci_high"]
     (PrivateEProcess(P, Q), bernoulli_draw(0.5), ["mean_log_e_value",
                                                   "median_stopping_time"]),
     (DPMMDTest(n_permutations=20), two_groups_null, []),
-    (DPHSICTest(n_permutations=20, kernel_params={"gamma": 0.5},
-                y_kernel_params={"gamma": 0.5}), paired, []),
-    (GeneralizedThresholdMechanism(), shifted, []),
+    # slow: a fit whose result has no e-value takes the same branch as dpMMD's above
+    pytest.param(DPHSICTest(n_permutations=20, kernel_params={"gamma": 0.5},
+                            y_kernel_params={"gamma": 0.5}), paired, [],
+                 marks=pytest.mark.slow),
+    pytest.param(GeneralizedThresholdMechanism(), shifted, [], marks=pytest.mark.slow),
 ], ids=["evalue", "eprocess", "mmd", "hsic", "gtm"])
 def test_table_columns_for_every_estimator(estimator, draw, extra):
     table = simulate_power(estimator, draw, param_grid={"epsilon": [1.0, 2.0],
@@ -185,6 +188,9 @@ def test_results_do_not_depend_on_n_jobs_with_processes():
                                   _evalue_table(block=3, random_state=7, n_jobs=2))
 
 
+# The joblib dispatch of blocks (out of order) is checked by default with threads above;
+# dask's backend (a LocalCluster, ~1 s to start) runs in the slow suite.
+@pytest.mark.slow
 def test_dask_backend_gives_the_same_table():
     distributed = pytest.importorskip(
         "dask.distributed", reason="dask[distributed] is not installed (the test extra)")
@@ -248,9 +254,16 @@ def _binomial_upper(alpha, n_repeats):
     return alpha + 3 * math.sqrt(alpha * (1 - alpha) / n_repeats)
 
 
+# Slow (200 fits): in the default suite dpMMD's level follows from its parts, each checked
+# exactly: its relabelled statistics equal a brute-force computation on the same draws
+# (tests/kernel/test_mmd.py::test_all_paths_match_brute_force), its p-value is the DP
+# permutation p-value of those statistics (test_golden_value_through_the_estimator_at_huge_
+# epsilon, tests/kernel/test_routes_contract.py), whose level under exchangeable statistics
+# is test_permutation.py's type-I check (with its mutant); the check used here flags an
+# invalid test (test_the_type_one_check_flags_an_invalid_test).
+@pytest.mark.slow
 def test_type_one_error_of_dpmmd_under_the_null():
-    # a fixed bandwidth keeps this in the default suite (the default bandwidth
-    # aggregate is checked in the slow test below)
+    # a fixed bandwidth (the default bandwidth aggregate is checked in the slow test below)
     n_repeats, alpha = 200, 0.05
     est = DPMMDTest(n_permutations=39, alpha=alpha, kernel_params={"gamma": 0.5})
     table = simulate_power(est, two_groups_null, param_grid={"n_samples": [40]},
@@ -322,6 +335,11 @@ def _simulated_vs_exact(n, epsilon, n_repeats, seed):
     return exact, table["rejection_rate"][0], table["se"][0]
 
 
+# Slow, beside the 3000-fit checks below: by default, test_evalue_power_matches_a_brute_force_
+# sum checks the planner's sum P_Q(f_Q(Y) >= f_P(Y) / alpha), and tests/evalue/test_evalue.py::
+# test_exact_statistic_is_the_likelihood_ratio_of_the_noisy_count that the estimator's exact
+# statistic is f_Q(Y) / f_P(Y) of its noisy count, from the same draws.
+@pytest.mark.slow
 def test_exact_power_agrees_with_simulation_quick():
     # 300 fits: SE <= 0.029, tolerance 4 SE (the sharp 0.03 check is marked slow)
     exact, simulated, _ = _simulated_vs_exact(150, 1.0, 300, seed=1)
@@ -451,6 +469,15 @@ def test_bad_input_names_the_argument():
 # -- plot ------------------------------------------------------------------------------
 
 
+def test_plot_power_without_matplotlib_is_a_clear_import_error(monkeypatch):
+    # matplotlib.pyplot unimportable (installed or not): the drawing itself, and its
+    # import (~1 s), are in the slow test below
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    with pytest.raises(ImportError, match="plot_power needs matplotlib"):
+        plot_power(_reference_table(7), x="n_samples", hue="epsilon")
+
+
+@pytest.mark.slow
 def test_plot_power_returns_axes_or_a_clear_import_error(monkeypatch):
     table = _reference_table(7)
     try:
