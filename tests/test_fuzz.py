@@ -214,6 +214,11 @@ def _check_bad_data(cls, data):
     assert_refused_before_charge(est, budget, lambda: est.fit(bad, y))
 
 
+# Slow, beside its long version below: by default test_every_kind_of_bad_data_is_refused
+# runs every kind of bad data on every estimator through the same check (a fixed row set,
+# the values inf and 10**309), and test_refusals_do_not_count_the_bad_rows with 7 and 8 bad
+# rows; hypothesis's other rows and values (-inf, other huge integers) run in the slow suite.
+@pytest.mark.slow
 @each
 @FAST
 @given(data=st.data())
