@@ -164,8 +164,10 @@ def test_rdp_accountant_fits_a_hundred_tests():
 
 # Each example: a target and an adaptively chosen sequence (the next ε depends on what
 # was admitted so far); whatever the filter admits must compose within the target,
-# computed by dp_accounting independently of the ledger's running sums.
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# computed by dp_accounting independently of the ledger's running sums. 6 examples: a
+# check-then-add filter (the new spend's loss left out of the check) failed in 10 of 10
+# seeded runs, as with 12.
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     accountant=st.sampled_from(["zcdp", "rdp"]),
     target=st.floats(0.3, 3.0),
