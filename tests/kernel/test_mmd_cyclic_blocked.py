@@ -3,7 +3,6 @@ definition, against the held route, thread invariance, the route choice, memory 
 its plan, neighbours within the sensitivity, the grey-box audit and extreme rows."""
 
 import math
-import tracemalloc
 import warnings
 from itertools import combinations
 
@@ -146,14 +145,9 @@ def test_peak_memory_is_within_the_plan(blocked, n, n_jobs):
     est = DPMMDTest(cyclic=True, random_state=0, n_jobs=n_jobs)
     plan = est._prepare(X, y, reset=True).plan
     assert type(plan.route) is MMDCyclicBlockedRoute
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        _fit(est, X, y)
-        peak = tracemalloc.get_traced_memory()[1] - before
-    finally:
-        tracemalloc.stop()
-    assert 0.2 * plan.memory_bytes <= peak <= plan.memory_bytes, (peak, plan.memory_bytes)
+    from tests.kernel.test_mmd_cyclic import _assert_peak_within_plan
+
+    _assert_peak_within_plan(est, X, y)  # within the plan, and at least 0.2 of it
     # no array of N^2 entries: the plan grows at most linearly beyond the block cap
     small, large = (mmd_cyclic_blocked_memory_bytes(k, threads=2) for k in (10**4, 4 * 10**4))
     assert large < 4 * small
