@@ -63,15 +63,18 @@ class ToyMeanTest(BasePrivateTest):
         return result.statistic
 
 
+def try_spend(budget, step):
+    """Spend ``step`` on ``budget`` under a label naming this process: whether it was
+    recorded (False: refused, over the limit)."""
+    try:
+        budget.spend(step, label=f"race pid={os.getpid()}")
+    except BudgetExceededError:
+        return False
+    return True
+
+
 def race_spend(budget, step, n_tries, barrier, queue):
     """Try ``n_tries`` spends of ``step`` on ``budget``; report (recorded, refused)."""
     barrier.wait()
-    recorded = refused = 0
-    for _ in range(n_tries):
-        try:
-            budget.spend(step, label=f"race pid={os.getpid()}")
-        except BudgetExceededError:
-            refused += 1
-        else:
-            recorded += 1
-    queue.put((recorded, refused))
+    recorded = sum(try_spend(budget, step) for _ in range(n_tries))
+    queue.put((recorded, n_tries - recorded))

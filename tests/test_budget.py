@@ -34,7 +34,7 @@ from skdptest._budget import LEDGER_APPLICATION_ID, LedgerError, LedgerNotFoundE
 
 # By full name (pyproject's pytest pythonpath puts the repository root on sys.path):
 # worker processes import it too (loky and multiprocessing pass sys.path on to them).
-from tests._toy import ToyMeanTest, race_spend
+from tests._toy import ToyMeanTest, race_spend, try_spend
 
 # Messages of the shared amount constraint (skdptest._params).
 EPS = r"epsilon must be a real number in \(0, inf\); got "
@@ -463,16 +463,29 @@ def _race_unpickled(pickled_budget, *args):
 
 
 def _race_for_the_last_spend(pickled_budgets, step, barrier, queue):
-    recorded = refused = 0
-    for budget in pickle.loads(pickled_budgets):
+    recorded = 0
+    budgets = pickle.loads(pickled_budgets)
+    for budget in budgets:
         barrier.wait()  # every process asks for this ledger's only spend at once
-        try:
-            budget.spend(step, label=f"race pid={os.getpid()}")
-        except BudgetExceededError:
-            refused += 1
-        else:
-            recorded += 1
-    queue.put((recorded, refused))
+        recorded += try_spend(budget, step)
+    queue.put((recorded, len(budgets) - recorded))
+
+
+def _race(target, n_procs, *args):
+    """Run ``target(*args, barrier, queue)`` in ``n_procs`` forked processes (each
+    unpickles its own handles and opens its own connections); their reports."""
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(n_procs)
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, barrier, queue))
+             for _ in range(n_procs)]
+    for p in procs:
+        p.start()
+    reports = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return reports
 
 
 def test_processes_racing_for_the_last_spend_never_overspend():
@@ -487,20 +500,7 @@ def test_processes_racing_for_the_last_spend_never_overspend():
     # same mutant in 2 of 3 runs.
     n_procs, n_rounds = 3, 20
     budgets = [PrivacyBudget(epsilon=1.0) for _ in range(n_rounds)]
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(n_procs)
-    queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=_race_for_the_last_spend,
-                    args=(pickle.dumps(budgets), 1.0, barrier, queue))
-        for _ in range(n_procs)
-    ]
-    for p in procs:
-        p.start()
-    reports = [queue.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    reports = _race(_race_for_the_last_spend, n_procs, pickle.dumps(budgets), 1.0)
     assert [len(budget) for budget in budgets] == [1] * n_rounds
     assert sum(r[0] for r in reports) == n_rounds
     assert sum(r[1] for r in reports) == (n_procs - 1) * n_rounds
@@ -521,21 +521,8 @@ def test_processes_racing_never_overspend(total, step):
     # which has imported the library: four spawned interpreters each importing numpy,
     # scipy and scikit-learn cost 12 s of CPU (a fork server, one import, 2.5 s), the
     # race itself well under one.
-    ctx = multiprocessing.get_context("fork")
     n_procs, n_tries = 4, 50
-    barrier = ctx.Barrier(n_procs)
-    queue = ctx.Queue()
-    procs = [
-        ctx.Process(target=_race_unpickled,
-                    args=(pickle.dumps(budget), step, n_tries, barrier, queue))
-        for _ in range(n_procs)
-    ]
-    for p in procs:
-        p.start()
-    reports = [queue.get(timeout=300) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    reports = _race(_race_unpickled, n_procs, pickle.dumps(budget), step, n_tries)
     assert sum(r[0] for r in reports) == 100
     assert sum(r[1] for r in reports) == n_procs * n_tries - 100
     entries = budget.ledger
