@@ -552,13 +552,36 @@ def floor_to_grid(values, grid):
     if not (math.isfinite(grid) and grid > 0 and math.frexp(grid)[0] == 0.5):
         raise ValueError(f"grid must be a positive finite power of two, got {grid}.")
     values = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(values)):
+    if values.size <= _FLOOR_SCALAR_MAX:
+        # a few values (the planner's two ends, a scalar statistic): the same IEEE
+        # divisions and floors in Python floats, without numpy's per-call overhead
+        return _floor_few(values, grid)
+    if not np.isfinite(values).all():
         raise ValueError("values must be finite to be floored onto the grid.")
     with np.errstate(over="ignore", under="ignore"):
         q = np.floor(values / grid)
-    # The quotient is exact except on underflow, where it rounds to ±0: the floor of a
-    # tiny negative quotient is −1, not 0.
-    q = np.where((q == 0) & (values < 0), -1.0, q)
-    if np.any(q >= _INT64_LIMIT) or np.any(q < -_INT64_LIMIT):
+    if grid > 1.0:
+        # The quotient is exact except on underflow, where it rounds to ±0: the floor
+        # of a tiny negative quotient is −1, not 0 (no underflow to 0 for grid <= 1).
+        q = np.where((q == 0) & (values < 0), -1.0, q)
+    if (q >= _INT64_LIMIT).any() or (q < -_INT64_LIMIT).any():
         raise ValueError(f"values / grid overflows int64 (grid={grid}).")
     return q.astype(np.int64)
+
+
+#: Inputs of at most this many values are floored by :func:`_floor_few`.
+_FLOOR_SCALAR_MAX = 8
+
+
+def _floor_few(values, grid):
+    """:func:`floor_to_grid` of a small array, elementwise in Python floats (the same
+    correctly rounded quotient, the same floor; every check runs on every value)."""
+    vals = values.ravel().tolist()
+    if not all([math.isfinite(v) for v in vals]):
+        raise ValueError("values must be finite to be floored onto the grid.")
+    quotients = [v / grid for v in vals]  # ±inf on overflow, as numpy's
+    if not all([-_INT64_LIMIT <= q < _INT64_LIMIT for q in quotients]):
+        raise ValueError(f"values / grid overflows int64 (grid={grid}).")
+    floors = [-1 if q == 0 and v < 0 else math.floor(q)
+              for q, v in zip(quotients, vals, strict=True)]
+    return np.array(floors, dtype=np.int64).reshape(values.shape)
