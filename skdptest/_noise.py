@@ -7,9 +7,9 @@ import math
 import numbers
 
 import numpy as np
-from scipy import special
 
 from ._recorder import record_draw
+from ._special import logsumexp
 
 __all__ = [
     "bernoulli",
@@ -125,7 +125,7 @@ def log_geometric_mixture_at(y, log_law, rate, block_terms=4_000_000):
     for start in range(0, y.size, block):
         yb = y[start:start + block]
         terms = log_law[None, :] - rate * np.abs(yb[:, None] - t[None, :])
-        out[start:start + block] = special.logsumexp(terms, axis=1)
+        out[start:start + block] = logsumexp(terms, axis=1)
     return out + math.log(math.tanh(rate / 2))
 
 

@@ -44,6 +44,8 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
+from ._special import logsumexp
+
 __all__ = [
     "AuditResult",
     "FloatAuditResult",
@@ -1035,7 +1037,7 @@ def _check_pmf(pmf, name, log):
     if log:
         if np.any(np.isnan(values)) or np.any(values == np.inf):
             raise ValueError(f"{name} holds a log-probability that is NaN or +inf.")
-        total = float(special.logsumexp(values))
+        total = float(logsumexp(values))
         ok = abs(total) <= 1e-9
         support = {k for k, v in pmf.items() if float(v) > -np.inf}
     else:

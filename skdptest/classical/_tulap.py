@@ -31,6 +31,8 @@ import math
 import numpy as np
 from scipy import special, stats
 
+from .._special import logsumexp
+
 __all__ = [
     "binomial_log_pvalue",
     "binomial_pvalue",
@@ -151,13 +153,13 @@ class _Binomial:
     def log_tail(self, z, rate, upper):
         """log P(X + N >= z) (upper) or log P(X + N <= z)."""
         arg = self.x - z if upper else z - self.x
-        return float(special.logsumexp(self.lp + tulap_log_cdf(arg, rate)))
+        return float(logsumexp(self.lp + tulap_log_cdf(arg, rate)))
 
     def _log_signed(self, terms):
         """(log Σ_{d>0} |d| e^terms, log Σ_{d<0} |d| e^terms)."""
         w = terms + self.log_abs_d
-        lpos = special.logsumexp(w[self.pos]) if self.pos.any() else -np.inf
-        lneg = special.logsumexp(w[self.neg]) if self.neg.any() else -np.inf
+        lpos = logsumexp(w[self.pos]) if self.pos.any() else -np.inf
+        lneg = logsumexp(w[self.neg]) if self.neg.any() else -np.inf
         return float(lpos), float(lneg)
 
     def log_minus_h(self, c, rate):

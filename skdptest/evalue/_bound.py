@@ -40,7 +40,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import stats
+
+from .._special import logsumexp
 
 __all__ = ["TwoPointEPowerBound", "two_point_epower_bound"]
 
@@ -87,7 +89,7 @@ def _step(sign, log, eps):
 def _tent_moments(log_w, eps):
     """log Σ_s w_s e^{-ε|s - t|} for every t in 0..n."""
     s = np.arange(log_w.size)
-    return special.logsumexp(log_w[None, :] - eps * np.abs(s[None, :] - s[:, None]), axis=1)
+    return logsumexp(log_w[None, :] - eps * np.abs(s[None, :] - s[:, None]), axis=1)
 
 
 def _dual(log_p, log_q, eps):

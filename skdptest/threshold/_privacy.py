@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 from scipy import special
 
+from .._special import logsumexp
 from ._params import gtm_step_parameters
 
 __all__ = ["exact_output_log_probabilities", "log_poisson_sf", "log_poisson_cdf"]
@@ -186,8 +187,8 @@ def _log_counted(k, m, mu_count, mu_other, chunk=2048):
             log_sf = np.logaddexp.accumulate(log_sf[:, ::-1], axis=1)[:, ::-1]
             log_le = np.where(rest >= 0, log_cdf[:, col], -np.inf)
             log_gt = np.where(rest >= 0, log_sf[:, col], 0.0)
-            le[idx] = special.logsumexp(log_pmf + log_le, axis=1)
-            gt[idx] = special.logsumexp(log_pmf + log_gt, axis=1)
+            le[idx] = logsumexp(log_pmf + log_le, axis=1)
+            gt[idx] = logsumexp(log_pmf + log_gt, axis=1)
     return le, gt
 
 
@@ -336,9 +337,9 @@ def exact_output_log_probabilities(p, epsilons, p_star=0.5, deltas=None, *, epsi
     for t, sp in enumerate(sps):
         q = sp.phi + (1.0 - 2.0 * sp.phi) * float(p[t])
         log_a, log_r = _cached_step_logs(sp, epsilons[t], q, h, n_r, work)
-        out[t] = special.logsumexp(_log_segments(r_nodes, running + log_a))
+        out[t] = logsumexp(_log_segments(r_nodes, running + log_a))
         running = running + log_r
-    out[T] = special.logsumexp(_log_segments(r_nodes, running))
+    out[T] = logsumexp(_log_segments(r_nodes, running))
     if np.min(out) < 20.0 - r_range:
         warnings.warn(
             f"an output has log-probability {np.min(out):.1f}, too close to the "
