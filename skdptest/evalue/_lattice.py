@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 from scipy import fft as sp_fft
-from scipy import optimize, special
+from scipy import optimize
 
 from .._noise import (
     log_geometric_mixture,
@@ -34,6 +34,7 @@ from .._noise import (
     two_sided_geometric,
 )
 from .._recorder import observe
+from .._special import logsumexp
 from ._cache import _cached
 from ._laws import _DiscreteLaws
 from ._optimal import optimal_statistic
@@ -140,7 +141,7 @@ class LatticeExact:
         """Tilt θ with cell mean ``target``, the tilted cell law and its log mgf."""
         theta = self._tilt(logm, j, target)
         logw = logm + theta * j
-        log_mgf = special.logsumexp(logw)
+        log_mgf = logsumexp(logw)
         return theta, np.exp(logw - log_mgf), log_mgf
 
     def _log_law_of_sum_fft(self, masses, n, cover=None):
@@ -222,7 +223,7 @@ class LatticeExact:
         for target in np.linspace(support[0] + margin, support[-1] - margin, n_tilts):
             theta = self._tilt(logm, j, target)
             logw = logm + theta * j
-            log_mgf = special.logsumexp(logw)
+            log_mgf = logsumexp(logw)
             law, law_log = self._power(np.exp(logw - log_mgf), n)
             offset = law_log + n * log_mgf - theta * t
             # a tilt is trusted where its value is a normal float (full relative
@@ -243,7 +244,7 @@ class LatticeExact:
         """θ with mean of p_θ equal to ``target`` (monotone in θ)."""
         def gap(theta):
             logw = logm + theta * j
-            return float(np.dot(np.exp(logw - special.logsumexp(logw)), j)) - target
+            return float(np.dot(np.exp(logw - logsumexp(logw)), j)) - target
 
         lo, hi = -1.0, 1.0
         while gap(lo) > 0 and lo > -1e4:
