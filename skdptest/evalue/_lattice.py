@@ -37,6 +37,7 @@ from .._recorder import observe
 from .._special import logsumexp
 from ._cache import _cached
 from ._laws import _DiscreteLaws
+from ._memo import remember
 from ._optimal import optimal_statistic
 
 __all__ = ["LatticeExact"]
@@ -246,6 +247,7 @@ class LatticeExact:
             logw = logm + theta * j
             return float(np.dot(np.exp(logw - logsumexp(logw)), j)) - target
 
+        gap = remember(gap)  # brentq starts by evaluating the bracket's ends again
         lo, hi = -1.0, 1.0
         while gap(lo) > 0 and lo > -1e4:
             lo *= 2

@@ -14,6 +14,7 @@ from scipy import optimize
 
 from .._validation import check_epsilon
 from ._laws import make_laws
+from ._memo import remember
 
 __all__ = ["OptimalRate", "optimal_rate"]
 
@@ -93,6 +94,7 @@ def _solve_clip(laws, epsilon):
     the flat case, where any solution gives the unclipped likelihood ratio).
     """
 
+    @remember  # brentq starts by evaluating the bracket's ends again
     def f(a):
         return _mass(laws, a, epsilon)
 

@@ -65,3 +65,83 @@ def test_floor_to_grid_refuses_bad_grids_alike():
             floor_to_grid([1.0], grid)
         with pytest.raises(ValueError, match="grid must be a positive finite power of two"):
             floor_to_grid(np.zeros(20), grid)
+
+
+def _solve_clip_reference(laws, epsilon):
+    """_optimal._solve_clip before the speed-up (the bracket's ends evaluated twice)."""
+    from scipy import optimize
+
+    from skdptest.evalue._optimal import _mass
+
+    def f(a):
+        return _mass(laws, a, epsilon)
+
+    lo, hi = -1.0, 1.0
+    while f(lo) >= 1.0:
+        lo *= 2.0
+    while f(hi) <= 1.0:
+        hi *= 2.0
+    return optimize.brentq(lambda a: f(a) - 1.0, lo, hi, xtol=1e-15,
+                           rtol=4 * np.finfo(float).eps)
+
+
+def _pairs():
+    from scipy import stats
+    return [
+        (stats.norm(0, 1), stats.norm(0.5, 1)),           # Gaussian closed form
+        (stats.norm(0, 1), stats.norm(6.0, 1)),           # far apart
+        (stats.norm(0, 1), stats.norm(0, 1)),             # P = Q: flat ratio
+        (stats.bernoulli(0.3), stats.bernoulli(0.6)),     # discrete, two points
+        (stats.binom(5, 0.2), stats.binom(5, 0.5)),       # discrete, ties of L
+        (stats.laplace(0, 1), stats.laplace(0.3, 1)),     # univariate, certified
+    ]
+
+
+@pytest.mark.parametrize("pair", range(6))
+def test_solve_clip_equals_its_reference(pair):
+    from skdptest.evalue._laws import make_laws
+    from skdptest.evalue._optimal import _solve_clip
+    laws = make_laws(*_pairs()[pair])
+    assert laws.exact
+    # the certified univariate pair costs ~0.25 s per solve: one ε
+    for epsilon in (1e-3, 0.1, 0.5, 1.0, 3.0, 20.0) if pair < 5 else (0.5,):
+        assert _solve_clip(laws, epsilon) == _solve_clip_reference(laws, epsilon)
+
+
+def _tilt_reference(logm, j, target):
+    """_LatticeStatistic._tilt before the speed-up."""
+    from scipy import optimize, special
+
+    def gap(theta):
+        logw = logm + theta * j
+        return float(np.dot(np.exp(logw - special.logsumexp(logw)), j)) - target
+
+    lo, hi = -1.0, 1.0
+    while gap(lo) > 0 and lo > -1e4:
+        lo *= 2
+    while gap(hi) < 0 and hi < 1e4:
+        hi *= 2
+    return optimize.brentq(gap, lo, hi, xtol=1e-12)
+
+
+def test_tilt_equals_its_reference():
+    from skdptest.evalue._lattice import LatticeExact
+    rng = np.random.default_rng(1)
+    masses = [np.array([0.5, 0.5]), np.array([0.9, 0.0, 0.1]), np.array([1e-300, 1.0, 1e-300]),
+              rng.dirichlet(np.ones(40)), np.r_[rng.dirichlet(np.ones(9)), 0.0, 0.0]]
+    for m in masses:
+        j = np.arange(m.size)
+        with np.errstate(divide="ignore"):
+            logm = np.log(m)
+        top = j[m > 0][-1]
+        for target in (0.5 / 7, 0.3, m @ j, 0.5 * top, top - 0.5 / 7, top - 1e-9):
+            assert LatticeExact._tilt(logm, j, target) == \
+                _tilt_reference(logm, j, target)
+
+
+def test_remember_keeps_values_apart_by_exact_float():
+    from skdptest.evalue._memo import remember
+    calls = []
+    f = remember(lambda x: calls.append(x) or math.copysign(1.0, x) * (x + 1.0))
+    assert [f(0.0), f(-0.0), f(0.0), f(2.5), f(2.5)] == [1.0, -1.0, 1.0, 3.5, 3.5]
+    assert calls == [0.0, -0.0, 2.5] and math.copysign(1.0, calls[1]) == -1.0
