@@ -10,6 +10,7 @@ base class.
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -97,6 +98,25 @@ def check_generator(random_state, stream=0):
         return np.random.default_rng(np.random.SeedSequence())
     if isinstance(random_state, np.random.Generator):
         return random_state
-    rs = check_random_state(random_state)
-    words = [int(w) for w in rs.randint(0, 2**32, size=4, dtype=np.uint64)]
-    return np.random.default_rng(words + [int(stream)])
+    if isinstance(random_state, Integral):
+        # Seeding a RandomState costs ~0.4 ms and a suite derives the same few seeds
+        # thousands of times; the words depend on the public seed alone.
+        words = _int_seed_words(int(random_state))
+    else:
+        words = _seed_words(check_random_state(random_state))
+    return np.random.default_rng([*words, int(stream)])
+
+
+@functools.lru_cache(maxsize=256)
+def _int_seed_words(seed):
+    """The four seed words of the int ``seed`` (as `_seed_words` derives them), cached.
+
+    Keyed by the public seed only, bounded, and per process; a refused seed (outside
+    [0, 2**32)) raises ``check_random_state``'s error and is not cached.
+    """
+    return _seed_words(check_random_state(seed))
+
+
+def _seed_words(rs):
+    """Four 32-bit words drawn from the ``RandomState`` ``rs`` (which it advances)."""
+    return tuple(int(w) for w in rs.randint(0, 2**32, size=4, dtype=np.uint64))
