@@ -219,39 +219,59 @@ def _centre(law, rate):
     return lo - 0.5, lo - 0.5
 
 
+def _remembering(law, rate):
+    """``law.log_minus_h(c, rate)`` as a function of c that computes each value once.
+
+    The interpolation of :func:`_bisect` reads the two ends of the last bracket, each
+    already evaluated on the way there unless it is the centre; asking again repeated
+    up to two of the p-value's seven sums. Lives for one p-value: its keys are the
+    half-integers that this search visits, never kept across calls.
+    """
+    seen = {}
+
+    def log_minus_h(c):
+        if c not in seen:
+            seen[c] = law.log_minus_h(c, rate)
+        return seen[c]
+
+    return log_minus_h
+
+
 def _other_side(law, rate, z, target, a, b):
     """The point c' on the other side of the centre [a, b] with h(c') = h(z)
     (``target`` = log(−h(z))). h is monotone there and linear between half-integers:
     bracket by doubling, bisect over half-integers, interpolate exactly."""
+    log_minus_h = _remembering(law, rate)
     if z > b:  # c' <= a, where −h increases with c
         inner, sign = a, -1.0
     else:  # c' >= b, where −h decreases with c
         inner, sign = b, 1.0
     # start from the mirror image of z (c' is near it for a near-symmetric law)
     mirror = inner + sign * max(math.floor(abs(z - (a if z < a else b))), 0)
-    if law.log_minus_h(mirror, rate) > target:
+    if log_minus_h(mirror) > target:
         inner = mirror
     else:
-        return _bisect(law, rate, target, inner, mirror, sign)
+        return _bisect(log_minus_h, target, inner, mirror, sign)
     step = 1.0
     outer = inner + sign * step
-    while law.log_minus_h(outer, rate) > target:
+    while log_minus_h(outer) > target:
         inner, step = outer, step * 2.0
         outer = inner + sign * step
         if step > 4.0 * (law.n + 1) + 1e6:  # −h(z) is 0 to rounding: c' is at infinity
             return sign * np.inf
-    return _bisect(law, rate, target, inner, outer, sign)
+    return _bisect(log_minus_h, target, inner, outer, sign)
 
 
-def _bisect(law, rate, target, inner, outer, sign):
-    """c' in [inner, outer] (half-integers, −h(inner) > −h(z) >= −h(outer))."""
+def _bisect(log_minus_h, target, inner, outer, sign):
+    """c' in [inner, outer] (half-integers, −h(inner) > −h(z) >= −h(outer));
+    ``log_minus_h(c)`` = log(−h(c))."""
     while abs(outer - inner) > 1.0:
         mid = inner + sign * math.floor(abs(outer - inner) / 2.0)
-        if law.log_minus_h(mid, rate) > target:
+        if log_minus_h(mid) > target:
             inner = mid
         else:
             outer = mid
-    l_in, l_out = law.log_minus_h(inner, rate), law.log_minus_h(outer, rate)
+    l_in, l_out = log_minus_h(inner), log_minus_h(outer)
     # h linear on [inner, outer]: fraction of the way where −h falls to −h(z), as ratios
     frac = -math.expm1(target - l_in) / -math.expm1(l_out - l_in) if l_out < l_in else 0.0
     return inner + sign * min(max(frac, 0.0), 1.0)

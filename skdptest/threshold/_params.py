@@ -186,6 +186,7 @@ def _beta_t(t, beta):
     return beta / (5.0 * t * math.log(t + 2.0) ** 3)
 
 
+@lru_cache(maxsize=4096)
 def constant_work_evaluations(log_rate_bound, failure_probability_t):
     """Evaluations run by a step in constant-work mode (public).
 
@@ -207,6 +208,11 @@ def constant_work_evaluations(log_rate_bound, failure_probability_t):
         Number of evaluations, ≥ 1. Above a rate of 1e15 (far beyond what a
         constant-work search accepts to run) an upper bound is returned instead:
         the Chernoff quantile of Po(bound), at least the exact one.
+
+    Notes
+    -----
+    Memoised (a pure function of two public numbers): every fit plans each step
+    again, and scipy's Poisson quantile costs far more than the rest of the step.
 
     Examples
     --------

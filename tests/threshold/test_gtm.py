@@ -404,6 +404,21 @@ def test_evaluation_bound_holds_with_high_probability(p_star):
     assert over <= stats.binom.ppf(1 - 1e-4, n, allowed + sp.failure_probability_t) / n
 
 
+def test_memoised_constant_work_equals_the_plain_computation():
+    plain = constant_work_evaluations.__wrapped__
+    edge = math.log(1e15)
+    cases = [(math.log(5.0), 0.01), (-50.0, 0.5), (0.0, 1e-15), (edge, 1e-3),
+             (math.nextafter(edge, math.inf), 1e-3), (700.0, 5e-324), (1e308, 0.1),
+             (-30.0, 0.2)]
+    cases += [(float(v), beta) for v in np.linspace(-3.0, 25.0, 8) for beta in (1e-9, 0.3)]
+    for args in cases + cases:  # the second pass reads the cache
+        got = constant_work_evaluations(*args)
+        assert type(got) is int and got == plain(*args), args
+    # np.float64 and int keys hit the float's entry with the same value
+    assert constant_work_evaluations(np.float64(3.0), 0.01) == plain(3.0, 0.01)
+    assert constant_work_evaluations(3, 0.01) == plain(3.0, 0.01)
+
+
 # -- accuracy by Monte Carlo ---------------------------------------------------------------
 
 
