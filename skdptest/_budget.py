@@ -39,6 +39,7 @@ from __future__ import annotations
 import atexit
 import contextvars
 import errno
+import functools
 import hashlib
 import math
 import os
@@ -79,7 +80,8 @@ LEDGER_APPLICATION_ID = 0x534B4450
 # ``PRAGMA user_version``: the layout of the tables below. Bump on any change.
 _SCHEMA_VERSION = 2
 
-# What _read_state checks first, in order: (pragma, expected value, message if not).
+# What _read_state checks first, in order: (pragma, expected value, message if not),
+# read by one statement (_MARKER_QUERY, its columns in this order).
 _PRAGMA_CHECKS = (
     ("application_id", LEDGER_APPLICATION_ID,
      "is an SQLite database but not a skdptest privacy ledger (application_id="
@@ -88,6 +90,7 @@ _PRAGMA_CHECKS = (
      "is a privacy ledger of schema version {value}; this skdptest reads "
      "version {expected}."),
 )
+_MARKER_QUERY = "SELECT * FROM pragma_application_id(), pragma_user_version()"
 
 # Relative slack in the comparison ``spent + asked <= total``: sums of decimal
 # fractions such as 100 x 0.01 are not exact in binary floating point.
@@ -121,6 +124,17 @@ _ONE = 1 << _UNIT_EXP
 # What a statement on a damaged file can raise: sqlite3 errors, and UnicodeDecodeError
 # when sqlite3 decodes an error message quoting garbage bytes (e.g. a corrupted schema).
 _DB_ERRORS = (sqlite3.Error, UnicodeDecodeError, _ledger_postgres.ServerError)
+
+# Temporary ledgers (``path=None``: a mkstemp file that only the creating process and its
+# children know, deleted when the creator exits) skip fsync on every connection. A
+# killed process loses nothing (its writes are in the OS's page cache and SQLite's
+# rollback journal still makes each transaction atomic); only a power loss or an OS
+# crash could, and the file would not outlive its process anyway. Their rollback journal
+# is truncated at each commit instead of deleted: creating the journal file anew cost
+# most of a spend's CPU (0.8 ms), and a 0-byte journal is never replayed. Persistent
+# ledgers (a user's path, PostgreSQL) keep SQLite's defaults: fsync (FULL) and a journal
+# deleted at each commit, so no file but the user's own is left beside it.
+_TEMPORARY_PRAGMAS = ("PRAGMA synchronous = OFF", "PRAGMA journal_mode = TRUNCATE")
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -605,6 +619,17 @@ def _leave_queue(con, ticket):
         pass
 
 
+def _file_uri(path, mode):
+    """The SQLite URI of the file ``path`` (relative paths: from the current directory)."""
+    return _absolute_uri(os.path.abspath(path), mode)
+
+
+@functools.lru_cache(maxsize=256)
+def _absolute_uri(path, mode):
+    # Cached: pathlib's quoting cost a tenth of a read. Keyed by the path only (public).
+    return Path(path).as_uri() + "?mode=" + mode
+
+
 def _open_connection(uri):
     # The single place connections are made (tests wrap it to trace statements).
     return sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT, isolation_level=None)
@@ -728,14 +753,19 @@ class PrivacyBudget:
     def _unlimited(cls, path=None):
         """A ``"basic"`` ledger without a limit (the process-wide default ledger)."""
         budget = cls.__new__(cls)
-        budget._init(math.inf, math.inf, path, "basic", fast=path is None)
+        budget._init(math.inf, math.inf, path, "basic", buffered=path is None)
         return budget
 
-    def _init(self, epsilon, delta, path, accountant, fast=False):
+    def _init(self, epsilon, delta, path, accountant, buffered=False):
+        # Two independent speed-ups, both for temporary ledgers only:
+        # ``durable=False``: no fsync and a kept journal (see _TEMPORARY_PRAGMAS);
+        # ``buffered``: spends kept in memory until the next read, valid only for the
+        # unlimited default ledger, which can refuse nothing (see ``spend``).
         order = _accountants.default_order(epsilon, delta) if accountant == "rdp" else 0.0
         self._set(
             epsilon=epsilon, delta=delta, path=None, ledger_id=None, owner_pid=None,
-            accountant=accountant, rdp_order=order, reservation=None, fast=fast,
+            accountant=accountant, rdp_order=order, reservation=None, buffered=buffered,
+            durable=path is not None,
             loss_limit=_accountants.loss_limit(accountant, epsilon, delta, order),
             pending=[], pending_lock=threading.Lock(), seen=(0, None),
         )
@@ -845,12 +875,15 @@ class PrivacyBudget:
             loss_limit=self._loss_limit, spent_loss=0,
         )
         try:
-            con = _open_connection(Path(os.path.abspath(path)).as_uri() + "?mode=rwc")
+            con = _open_connection(_file_uri(path, "rwc"))
         except _DB_ERRORS as exc:
             raise LedgerError(
                 f"path={name!r}: cannot create the privacy ledger: {_describe(exc, creating=True)}"
             ) from exc
         try:
+            if not self._durable:
+                for pragma in _TEMPORARY_PRAGMAS:
+                    con.execute(pragma)
             con.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
@@ -909,7 +942,7 @@ class PrivacyBudget:
 
     def _reopen(self, path):
         """Open the existing ledger at ``path``, verify it entirely; return its id."""
-        con = self._connect(path)
+        con = self._connect(path, write=False)
         try:
             try:
                 con.execute("BEGIN")
@@ -958,8 +991,12 @@ class PrivacyBudget:
             )
         return state
 
-    def _connect(self, path=None):
-        """Connect to an existing ledger file; never creates one."""
+    def _connect(self, path=None, write=True):
+        """Connect to an existing ledger file; never creates one.
+
+        ``write=False``: for a read-only transaction, which needs no journal or sync
+        settings (they apply to commits that write).
+        """
         path = self._path if path is None else path
         if _ledger_postgres.is_url(path):
             try:
@@ -988,12 +1025,10 @@ class PrivacyBudget:
         if len(header) < _HEADER_SIZE:
             raise self._error("is a truncated SQLite file, not a usable privacy ledger.", path)
         try:
-            con = _open_connection(Path(os.path.abspath(path)).as_uri() + "?mode=rw")
-            if self._fast:
-                # The default ledger of this process (a temporary file): a killed process
-                # loses nothing without fsync (the OS holds the writes); only a power loss
-                # could, and the file is deleted when the process exits anyway.
-                con.execute("PRAGMA synchronous = OFF")
+            con = _open_connection(_file_uri(path, "rw"))
+            if write and not self._durable:
+                for pragma in _TEMPORARY_PRAGMAS:
+                    con.execute(pragma)
             return con
         except _DB_ERRORS as exc:
             raise self._error(f"cannot open the privacy ledger: {_describe(exc)}", path) from exc
@@ -1033,8 +1068,8 @@ class PrivacyBudget:
     def _read_state(self, con, path=None, check_handle=True):
         """Read and verify the marker and the ``totals`` row (inside a transaction)."""
         path = self._path if path is None else path
-        for pragma, expected, message in _PRAGMA_CHECKS:
-            value = con.execute(f"PRAGMA {pragma}").fetchone()[0]
+        marker = con.execute(_MARKER_QUERY).fetchone()
+        for (_, expected, message), value in zip(_PRAGMA_CHECKS, marker, strict=True):
             if value != expected:
                 raise self._error(message.format(value=value, expected=expected), path)
         rows = con.execute(
@@ -1211,7 +1246,7 @@ class PrivacyBudget:
             (nothing is recorded).
         """
         epsilon, delta, label, profile = self._check_spend(epsilon, delta, label, profile)
-        if self._fast and self._reservation is None:
+        if self._buffered and self._reservation is None:
             # The temporary default ledger has no limit, so nothing can be refused: its
             # spends are kept in memory and written (chained, verified) by the next read.
             with self._pending_lock:
@@ -1222,7 +1257,7 @@ class PrivacyBudget:
 
     def _flush(self):
         """Write the pending spends of the temporary default ledger in one transaction."""
-        if not self._fast:
+        if not self._buffered:
             return
         with self._pending_lock:
             pending, self._pending[:] = list(self._pending), []
@@ -1672,7 +1707,7 @@ class PrivacyBudget:
     # -- reading ---------------------------------------------------------------------
     def _read(self, verify_entries=False):
         self._flush()
-        con = self._connect()
+        con = self._connect(write=False)
         try:
             con.execute("BEGIN")
             state = self._read_state(con)
@@ -1762,6 +1797,9 @@ class PrivacyBudget:
             # A pickle made inside ``reserve`` (a joblib worker's copy) draws on it too.
             "reservation": self._reservation,
             "seen": self._seen,
+            # A temporary ledger's pickle goes to this process's workers, which may skip
+            # fsync as it does (the file dies with its creator anyway).
+            "durable": self._durable,
         }
 
     def __setstate__(self, state):
@@ -1791,7 +1829,10 @@ class PrivacyBudget:
             loss_limit=float(state.get("loss_limit", state["epsilon"])),
             reservation=state.get("reservation"),
             seen=tuple(state.get("seen", (0, None))),
-            fast=False,
+            buffered=False,
+            # Old pickles (without the key) were made by durable handles or by temporary
+            # ledgers that fsync'ed: durable, the safe side.
+            durable=bool(state.get("durable", True)),
             pending=[],
             pending_lock=threading.Lock(),
         )
