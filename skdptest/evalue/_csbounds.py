@@ -51,13 +51,18 @@ def _log_binom(s, n, p, log_choose):
     return log_choose + head + tail
 
 
-def _log_binom_logs(s, n, log_p, log_q, c, rep, log_choose):
-    """log Binom(s; n, p_c) from per-cell logs (0 log 0 = 0)."""
-    lp, lq = log_p[c][rep], log_q[c][rep]
+def _log_binom_logs(s, n, log_p, log_q, c, lens, log_choose, s_zero, s_full):
+    """log Binom(s; n, p_c) from per-cell logs (0 log 0 = 0); ``lens`` summands per
+    segment, ``s_zero``, ``s_full`` the masks s == 0 and s == n."""
+    # np.repeat of the per-segment values: the same values as a gather, cheaper
     with np.errstate(invalid="ignore"):
-        head = np.where(s == 0, 0.0, s * lp)
-        tail = np.where(s == n, 0.0, (n - s) * lq)
-    return log_choose + head + tail
+        head = np.multiply(s, np.repeat(log_p[c], lens))
+        tail = np.multiply(np.subtract(n, s), np.repeat(log_q[c], lens))
+    head[s_zero] = 0.0
+    tail[s_full] = 0.0
+    head += log_choose  # (log_choose + head) + tail, as before
+    head += tail
+    return head
 
 
 def _mode(y, n, p, rate):
@@ -165,25 +170,38 @@ def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, lower_only, l
     lens = lengths[part]
     k, c = np.unravel_index(idx, lo.shape)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    rep = np.repeat(np.arange(idx.size), lens)
-    s = lo.ravel()[idx][rep] + (np.arange(int(lens.sum())) - starts[rep])
-    n = ns[k][rep].astype(float)
-    log_choose = _log_choose(s, n, ns[k], rep)
-    log_g = log_norm - rate * np.abs(ys[k][rep] - s)
-    la = _log_binom_logs(s, n, *_log_pq(a), c, rep, log_choose)
+    # per-summand values of the segments by np.repeat (the values a gather through
+    # the segment index of each summand gives, with less memory traffic)
+    s = np.arange(int(lens.sum()), dtype=float)
+    s -= np.repeat(starts, lens)
+    s += np.repeat(lo.ravel()[idx], lens)  # lo + (i - start): exact small integers
+    n_seg = ns[k]
+    n = np.repeat(n_seg.astype(float), lens)
+    s_zero, s_full = s == 0, s == n
+    log_choose = _log_choose(s, n, n_seg, lens)
+    log_g = np.subtract(np.repeat(ys[k], lens), s)
+    np.abs(log_g, out=log_g)
+    log_g *= rate
+    np.subtract(log_norm, log_g, out=log_g)
+    la = _log_binom_logs(s, n, *_log_pq(a), c, lens, log_choose, s_zero, s_full)
     if lower_only:
         lmin = lmax = la if points_only(a, b) else np.minimum(
-            la, _log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose))
+            la, _log_binom_logs(s, n, *_log_pq(b), c, lens, log_choose, s_zero, s_full),
+            out=la)
     else:
-        lb = _log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose)
+        lb = _log_binom_logs(s, n, *_log_pq(b), c, lens, log_choose, s_zero, s_full)
         lmin = np.minimum(la, lb)
-        lmax = np.maximum(la, lb)
-        mid = np.flatnonzero((s > n * a[c][rep]) & (s < n * b[c][rep]))  # s/n inside
+        lmax = np.maximum(la, lb, out=lb)
+        mid = np.flatnonzero((s > n * np.repeat(a[c], lens))
+                             & (s < n * np.repeat(b[c], lens)))  # s/n inside
         if mid.size:
             sm, nm = s[mid], n[mid]
             lmax[mid] = _log_binom(sm, nm, sm / nm, log_choose[mid])
-    out_low = _segment_lse(lmin + log_g, starts, rep)
-    out_high = out_low if lower_only else _segment_lse(lmax + log_g, starts, rep)
+    lmin += log_g
+    out_low = _segment_lse(lmin, starts, lens)
+    if not lower_only:
+        lmax += log_g
+    out_high = out_low if lower_only else _segment_lse(lmax, starts, lens)
     low.ravel()[idx] = out_low  # low, high are C-contiguous: ravel() is a view
     high.ravel()[idx] = out_high
 
@@ -193,8 +211,9 @@ _LOG_FACTORIAL = special.gammaln(np.arange(1.0, 4097.0))
 _TABLE_MAX = 1 << 22
 
 
-def _log_choose(s, n, n_seg, rep):
-    """log C(n, s) elementwise (s, n floats holding integers; n_seg per segment)."""
+def _log_choose(s, n, n_seg, lens):
+    """log C(n, s) elementwise (s, n floats holding integers; n_seg per segment, of
+    ``lens`` summands each)."""
     global _LOG_FACTORIAL
     top = int(n_seg.max()) if n_seg.size else 0
     if top >= _TABLE_MAX:
@@ -205,19 +224,25 @@ def _log_choose(s, n, n_seg, rep):
         _LOG_FACTORIAL = special.gammaln(np.arange(1.0, size + 1.0))
     table = _LOG_FACTORIAL
     si = s.astype(np.int64)
-    return table[n_seg][rep] - table[si] - table[n_seg[rep] - si]
+    out = np.repeat(table[n_seg], lens)
+    out -= table[si]
+    out -= table[np.subtract(np.repeat(n_seg, lens), si, out=si)]
+    return out
 
 
 def points_only(a, b):
     return bool(np.all(a == b))
 
 
-def _segment_lse(x, starts, rep):
-    """log-sum-exp of each segment of x (segments start at ``starts``)."""
+def _segment_lse(x, starts, lens):
+    """log-sum-exp of each segment of x (segments start at ``starts``, of ``lens``
+    values each); x is overwritten."""
     m = np.maximum.reduceat(x, starts)
     safe = np.where(np.isfinite(m), m, 0.0)
     with np.errstate(divide="ignore"):
-        return np.log(np.add.reduceat(np.exp(x - safe[rep]), starts)) + safe
+        x -= np.repeat(safe, lens)
+        np.exp(x, out=x)
+        return np.log(np.add.reduceat(x, starts)) + safe
 
 
 class MixturePrior:
@@ -302,10 +327,13 @@ class MixturePrior:
 
 def _segment_lse_rows(x, starts):
     """log sum exp of each row of ``x`` over the column segments beginning at
-    ``starts`` (a term that underflows is dropped: the sums only get smaller)."""
+    ``starts`` (a term that underflows is dropped: the sums only get smaller); x is
+    overwritten."""
     top = x.max(axis=1, keepdims=True)
     with np.errstate(divide="ignore"):
-        return np.log(np.add.reduceat(np.exp(x - top), starts, axis=1)) + top
+        x -= top
+        np.exp(x, out=x)
+        return np.log(np.add.reduceat(x, starts, axis=1)) + top
 
 
 def _lse_rows(x):

@@ -145,3 +145,129 @@ def test_remember_keeps_values_apart_by_exact_float():
     f = remember(lambda x: calls.append(x) or math.copysign(1.0, x) * (x + 1.0))
     assert [f(0.0), f(-0.0), f(0.0), f(2.5), f(2.5)] == [1.0, -1.0, 1.0, 3.5, 3.5]
     assert calls == [0.0, -0.0, 2.5] and math.copysign(1.0, calls[1]) == -1.0
+
+
+# -- the confidence sequence's bounds (_csbounds): the previous window sums ------------
+
+def _old_log_binom_logs(s, n, log_p, log_q, c, rep, log_choose):
+    lp, lq = log_p[c][rep], log_q[c][rep]
+    with np.errstate(invalid="ignore"):
+        head = np.where(s == 0, 0.0, s * lp)
+        tail = np.where(s == n, 0.0, (n - s) * lq)
+    return log_choose + head + tail
+
+
+def _old_log_choose(s, n, n_seg, rep):
+    from scipy import special
+
+    from skdptest.evalue import _csbounds as cb
+    if int(n_seg.max()) >= cb._TABLE_MAX:
+        return special.gammaln(n + 1.0) - special.gammaln(s + 1.0) \
+            - special.gammaln(n - s + 1.0)
+    table = special.gammaln(np.arange(1.0, int(n_seg.max()) + 2.0))
+    si = s.astype(np.int64)
+    return table[n_seg][rep] - table[si] - table[n_seg[rep] - si]
+
+
+def _old_segment_lse(x, starts, rep):
+    m = np.maximum.reduceat(x, starts)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.add.reduceat(np.exp(x - safe[rep]), starts)) + safe
+
+
+def _old_segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, lower_only, low, high):
+    from skdptest.evalue._csbounds import _log_binom, _log_pq, points_only
+    idx = np.arange(lengths.size)[part]
+    lens = lengths[part]
+    k, c = np.unravel_index(idx, lo.shape)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    rep = np.repeat(np.arange(idx.size), lens)
+    s = lo.ravel()[idx][rep] + (np.arange(int(lens.sum())) - starts[rep])
+    n = ns[k][rep].astype(float)
+    log_choose = _old_log_choose(s, n, ns[k], rep)
+    log_g = log_norm - rate * np.abs(ys[k][rep] - s)
+    la = _old_log_binom_logs(s, n, *_log_pq(a), c, rep, log_choose)
+    if lower_only:
+        lmin = lmax = la if points_only(a, b) else np.minimum(
+            la, _old_log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose))
+    else:
+        lb = _old_log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose)
+        lmin = np.minimum(la, lb)
+        lmax = np.maximum(la, lb)
+        mid = np.flatnonzero((s > n * a[c][rep]) & (s < n * b[c][rep]))
+        if mid.size:
+            sm, nm = s[mid], n[mid]
+            lmax[mid] = _log_binom(sm, nm, sm / nm, log_choose[mid])
+    out_low = _old_segment_lse(lmin + log_g, starts, rep)
+    out_high = out_low if lower_only else _old_segment_lse(lmax + log_g, starts, rep)
+    low.ravel()[idx] = out_low
+    high.ravel()[idx] = out_high
+
+
+def _old_segment_lse_rows(x, starts):
+    top = x.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return np.log(np.add.reduceat(np.exp(x - top), starts, axis=1)) + top
+
+
+def _old_csbounds(monkeypatch):
+    from skdptest.evalue import _csbounds as cb
+    monkeypatch.setattr(cb, "_segments", _old_segments)
+    monkeypatch.setattr(cb, "_segment_lse_rows", _old_segment_lse_rows)
+
+
+def _cs_cases():
+    rng = np.random.default_rng(3)
+    cases = []
+    for n_batch, p, rate in ((1, 0.5, 2.0), (7, 0.0, 0.5), (7, 1.0, 0.5), (50, 0.3, 0.05),
+                             (400, 0.9, 1.0), (3000, 0.02, 0.2)):
+        ns = rng.integers(max(1, n_batch // 2), n_batch + 1, size=5)
+        ys = rng.binomial(ns, p) + rng.integers(-3, 4, size=5)  # noisy, may leave [0, n]
+        cases.append((ys.astype(float), ns.astype(np.int64), rate))
+    return cases
+
+
+def _cells():
+    leaf = 1.0 / (64 * 16)
+    a = np.r_[0.0, leaf, 0.25, 0.5 - leaf, 0.999, 1.0 - leaf, np.linspace(0, 1, 17)[:-1]]
+    b = np.r_[leaf, 2 * leaf, 0.25, 0.5, 1.0, 1.0, np.linspace(0, 1, 17)[1:]]
+    return a, b
+
+
+def test_likelihood_bounds_equal_the_previous_window_sums(monkeypatch):
+    from skdptest.evalue._csbounds import log_lik_bounds
+    a, b = _cells()
+    pts = np.array([0.0, 1e-9, 0.3, 0.5, 1 - 1e-9, 1.0])
+    for ys, ns, rate in _cs_cases():
+        for cells in ((a, b), (pts, pts)):
+            for high in (True, False):
+                new = log_lik_bounds(ys, ns, *cells, rate, high)
+                with monkeypatch.context() as m:
+                    _old_csbounds(m)
+                    old = log_lik_bounds(ys, ns, *cells, rate, high)
+                for x, y in zip(new, old, strict=True):
+                    assert (x is None and y is None) or np.array_equal(x, y, equal_nan=True)
+
+
+def test_confidence_bounds_equal_the_previous_computation(monkeypatch):
+    from skdptest.evalue._csbounds import MassCache, MixturePrior, confidence_bounds
+    for prior in (MixturePrior(64), MixturePrior(64, scale=[0.01, 0.05, 0.3])):
+        for ys, ns, rate in _cs_cases()[:4]:
+            new, cache = [], MassCache()
+            for k in range(1, ys.size + 1):  # a stream: the running sums reused
+                new.append(confidence_bounds(ys[:k], ns[:k], rate, 0.05, prior, cache))
+            with monkeypatch.context() as m:
+                _old_csbounds(m)
+                old, cache = [], MassCache()
+                for k in range(1, ys.size + 1):
+                    old.append(confidence_bounds(ys[:k], ns[:k], rate, 0.05, prior, cache))
+            assert new == old
+            a, b = _cells()
+            ell = np.linspace(-30.0, 0.0, 9)
+            blocks = (np.arange(9) / 8 * 0.5, np.arange(9) / 8 * 0.5 + 1 / 16, np.full(9, 4.0))
+            new_mass = prior.log_mass_lower(ell, blocks, a, b)
+            with monkeypatch.context() as m:
+                _old_csbounds(m)
+                old_mass = prior.log_mass_lower(ell, blocks, a, b)
+            assert np.array_equal(new_mass, old_mass)
