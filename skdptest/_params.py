@@ -195,6 +195,15 @@ def _to_float(value):
     """``float(value)``, refusing reals outside float64's range instead of raising
     ``OverflowError`` (a Python int or ``Fraction`` above ~1.8e308) or rounding them to
     infinity silently (a numpy ``longdouble``)."""
+    if type(value) in _EXACT_FLOATS:
+        # The common case: already a float64, no conversion to check (and no errstate,
+        # which costs more than the rest of a parameter's validation).
+        return float(value)
+    if type(value) is int:  # float() of an int is finite or raises OverflowError
+        try:
+            return float(value)
+        except OverflowError:
+            raise _Reject("outside the range of float64") from None
     try:
         with np.errstate(over="ignore"):  # longdouble -> float64 overflow is checked below
             out = float(value)
@@ -203,6 +212,10 @@ def _to_float(value):
     if math.isinf(out) and not _is_infinite(value):
         raise _Reject("outside the range of float64")
     return out
+
+
+#: Types whose ``float()`` is the value itself: nothing can overflow or round.
+_EXACT_FLOATS = (float, np.float64)
 
 
 def _is_infinite(value):

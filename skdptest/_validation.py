@@ -42,9 +42,22 @@ def check_real(value, name, *, low=None, high=None, low_open=False, high_open=Fa
     ``low``/``high`` are inclusive unless ``low_open``/``high_open``; NaN is always
     refused, ±inf unless ``allow_inf``.
     """
-    interval = Interval(Real, low, high, closed=_CLOSED[bool(low_open), bool(high_open)],
-                        allow_inf=allow_inf)
-    return check_value(value, [interval], name)
+    closed = _CLOSED[bool(low_open), bool(high_open)]
+    try:
+        constraints = _real_interval(low, high, closed, bool(allow_inf), type(low), type(high))
+    except TypeError:  # unhashable bounds: built for this call only
+        constraints = (Interval(Real, low, high, closed=closed, allow_inf=allow_inf),)
+    return check_value(value, constraints, name)
+
+
+@functools.lru_cache(maxsize=256)
+def _real_interval(low, high, closed, allow_inf, low_type, high_type):
+    """The one-element constraint list of `check_real`, built once per set of bounds.
+
+    The bounds' types are part of the key so that ``0`` and ``0.0`` (equal, same hash)
+    keep their own ``Interval``, as before the cache. Only public bounds are keys.
+    """
+    return (Interval(Real, low, high, closed=closed, allow_inf=allow_inf),)
 
 
 def check_int(value, name, *, low=None):
