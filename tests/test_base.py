@@ -2,13 +2,20 @@
 
 import copy
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from skdptest import InvalidParameterError, PrivacyBudget, PrivateEProcess, PrivateEValueTest
+from skdptest import (
+    InvalidParameterError,
+    PrivacyBudget,
+    PrivateEProcess,
+    PrivateEValueTest,
+    _base,
+)
 from skdptest._base import InvalidDataError, check_input, validate_input
 from skdptest._validation import check_generator
 
@@ -146,3 +153,87 @@ def test_masked_dask_arrays_are_refused_by_both_core_checks():
         with pytest.raises(InvalidDataError, match=r"^X is a masked array"):
             refuse_non_numeric_columns(value, "X", numeric_categories=True)
     refuse_non_numeric_columns(da.from_array(X, chunks=4), "X", numeric_categories=True)
+
+
+# -- validate_input's plain-array path (issue 20): the same as validate_data ---------------
+
+def _plain_inputs():
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(6, 3))
+    out = {
+        "float64": base, "fortran": np.asfortranarray(base), "strided": base[::2, ::2],
+        "read-only": np.frombuffer(base.tobytes()).reshape(6, 3),
+        "float32": base.astype(np.float32),
+        "float16": base.astype(np.float16), "int64": (base * 10).astype(np.int64),
+        "int8": (base * 10).astype(np.int8), "uint16": np.abs(base * 10).astype(np.uint16),
+        "bool": base > 0, "one row": base[:1], "one column": base[:, :1],
+        "huge finite": np.full((2, 3), 1e308),  # the sum overflows, the values are finite
+        "float16 huge": np.full((2, 3), 6e4, dtype=np.float16),
+    }
+    return out
+
+
+def _refused_or_other_inputs():
+    base = np.ones((4, 3))
+    nan, inf = base.copy(), base.copy()
+    nan[1, 2], inf[0, 0] = np.nan, np.inf
+    both = base.copy()
+    both[0, 0], both[1, 1] = np.inf, -np.inf
+    return {
+        "nan": nan, "inf": inf, "inf and -inf": both, "no rows": np.ones((0, 3)),
+        "no columns": np.ones((3, 0)), "3-D": np.ones((2, 2, 2)), "1-D": np.ones(3),
+        "longdouble": base.astype(np.longdouble), "object floats": base.astype(object),
+        "list": [[1.0, 2.0], [3.0, 4.0]], "frame": pd.DataFrame(base, columns=list("abc")),
+        "complex": base.astype(complex), "strings": np.array([["1", "2"]]),
+    }
+
+
+_PRIORS = ["fresh", "named", "three features", "five features"]
+
+
+def _validated(X, reset, prior):
+    """validate_input's outcome: result, attributes left, warnings (a fresh estimator)."""
+    est = PrivateEValueTest()
+    if prior == "named":
+        validate_input(est, pd.DataFrame(np.ones((2, 3)), columns=list("xyz")))
+    elif prior != "fresh":
+        est.n_features_in_ = 3 if prior == "three features" else 5
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out = validate_input(est, X, reset=reset)
+            result = ("accepted", out is X, out.dtype, out.shape)
+        except Exception as exc:  # noqa: BLE001 - the refusal is what is compared
+            result = (type(exc), str(exc))
+    state = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(est).items()}
+    return result, state, [(w.category, str(w.message)) for w in caught]
+
+
+@pytest.mark.parametrize("reset", [True, False])
+@pytest.mark.parametrize("prior", _PRIORS)
+def test_plain_array_path_equals_validate_data(reset, prior, monkeypatch):
+    inputs = {**_plain_inputs(), **_refused_or_other_inputs()}
+    fast = {name: _validated(X, reset, prior) for name, X in inputs.items()}
+    monkeypatch.setattr(_base, "_validate_plain_array", lambda *args: None)
+    slow = {name: _validated(X, reset, prior) for name, X in inputs.items()}
+    assert fast == slow
+
+
+def test_plain_arrays_take_the_plain_path():
+    for name, X in _plain_inputs().items():
+        expected = None if "huge" in name else X  # a non-finite sum goes to validate_data
+        assert _base._validate_plain_array(PrivateEValueTest(), X, True) is expected, name
+    for name, X in _refused_or_other_inputs().items():
+        if isinstance(X, np.ndarray):
+            assert _base._validate_plain_array(PrivateEValueTest(), X, True) is None, name
+
+
+def test_plain_path_leaves_an_accepted_fit_unchanged():
+    X = np.random.default_rng(4).normal(size=(40, 1))
+    est = PrivateEValueTest(stats.norm(0, 1), stats.norm(1, 1), random_state=0)
+    fast = est.fit(X).result_
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_base, "_validate_plain_array", lambda *args: None)
+        slow = PrivateEValueTest(stats.norm(0, 1), stats.norm(1, 1), random_state=0).fit(X)
+    assert fast == slow.result_
+    assert est.n_features_in_ == slow.n_features_in_ == 1
