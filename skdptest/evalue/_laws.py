@@ -666,6 +666,24 @@ class _GaussianLaws(_Laws):
 _BISECT_DEPTH = 5
 
 
+class _Cellwise:
+    """Predicates chosen per cell of a crossing search: cell c uses ``preds[which[c]]``
+    (each an elementwise predicate of L)."""
+
+    def __init__(self, preds, which):
+        self.preds, self.which = preds, which
+
+    def at(self, g, cells):
+        """The predicate of each value's cell, applied to the values ``g``."""
+        return np.where(self.which[cells], self.preds[1](g), self.preds[0](g))
+
+
+def _apply(pred, g, cells):
+    """``pred`` at the values ``g`` of the cells ``cells`` (a :class:`_Cellwise`
+    chooses per cell; any other predicate is the same for every cell)."""
+    return pred.at(g, cells) if isinstance(pred, _Cellwise) else pred(g)
+
+
 class _UnivariateLaws(_Laws):
     """Univariate continuous laws with densities; crossings located by bisection.
 
@@ -724,7 +742,7 @@ class _UnivariateLaws(_Laws):
         """Brackets (lo, hi) of adjacent floats with pred(lo) = pred(a) != pred(hi),
         by bisection of all cells [a_i, b_i] at once; the switch lies in [lo, hi]."""
         a, b = a.copy(), b.copy()
-        fa = pred(self._lr(a))
+        fa = _apply(pred, self._lr(a), np.arange(a.size))
         left = 2100  # enough halvings to reach adjacent floats from any range
         while left > 0:
             depth = min(_BISECT_DEPTH, left)
@@ -754,7 +772,8 @@ class _UnivariateLaws(_Laws):
             lo[odd], hi[odd] = lo[i], mid[i]    # node 2i + 1, the switch side: b = m
         live = (mid[1:] != lo[1:size]) & (mid[1:] != hi[1:size])
         same = np.zeros((size - 1, a.size), dtype=bool)
-        same[live] = pred(self._lr(mid[1:][live])) == np.broadcast_to(fa, live.shape)[live]
+        outcome = _apply(pred, self._lr(mid[1:][live]), np.nonzero(live)[1])
+        same[live] = outcome == np.broadcast_to(fa, live.shape)[live]
         node = np.ones(a.size, dtype=np.int64)
         cols = np.arange(a.size)
         moved = False
@@ -775,10 +794,17 @@ class _UnivariateLaws(_Laws):
         then switches at most once, and the switch shows at the cell's ends. The
         interval ends are cut inside the brackets (adjacent floats).
         """
-        x = self.grid
         inside = pred(self._g)
+        return self._pieces(inside, self._crossings(*self._switches(inside), pred))
+
+    def _switches(self, inside):
+        """The grid cells [x_i, x_i+1] where ``inside`` switches: their ends (a, b)."""
         i = np.flatnonzero(inside[1:] != inside[:-1])
-        brackets = self._crossings(x[i], x[i + 1], pred)
+        return self.grid[i], self.grid[i + 1]
+
+    @staticmethod
+    def _pieces(inside, brackets):
+        """The pieces of :meth:`_set` from the grid's ``inside`` and the brackets."""
         edges = [-math.inf, *(0.5 * (a + b) for a, b in brackets), math.inf]
         # the pieces alternate between inside and outside, starting with inside[0]
         start = 0 if inside[0] else 1
@@ -821,8 +847,16 @@ class _UnivariateLaws(_Laws):
         def nan_false(f):
             return lambda g: np.where(np.isnan(g), False, f(g))
 
-        below, br_b = self._set(nan_false(lambda g: g < lo))
-        above, br_a = self._set(nan_false(lambda g: g > hi))
+        # the sets {L < lo} and {L > hi} of :meth:`_set`, their crossings searched
+        # together: each cell bisects on its own predicate, so the brackets are the
+        # same, with half the logpdf calls (scipy's overhead per call dominates)
+        preds = (nan_false(lambda g: g < lo), nan_false(lambda g: g > hi))
+        insides = [pred(self._g) for pred in preds]
+        (a_b, b_b), (a_a, b_a) = (self._switches(inside) for inside in insides)
+        brackets = self._crossings(np.concatenate([a_b, a_a]), np.concatenate([b_b, b_a]),
+                                   _Cellwise(preds, np.arange(a_b.size + a_a.size) >= a_b.size))
+        br_b, br_a = brackets[:a_b.size], brackets[a_b.size:]
+        below, above = self._pieces(insides[0], br_b)[0], self._pieces(insides[1], br_a)[0]
         # The band {lo <= L <= hi} is the complement of the two one-sided sets: a band
         # can fit inside one monotone cell without showing at its ends, one-sided sets
         # cannot. As the measure of a set, its computed Q mass is never negative.

@@ -271,3 +271,48 @@ def test_confidence_bounds_equal_the_previous_computation(monkeypatch):
                 _old_csbounds(m)
                 old_mass = prior.log_mass_lower(ell, blocks, a, b)
             assert np.array_equal(new_mass, old_mass)
+
+
+# -- the univariate laws' tails: both one-sided sets searched together -----------------
+
+def _tails_one_set_at_a_time(laws, lo, hi):
+    """_UnivariateLaws._compute_tails as before: each one-sided set by its own crossing
+    search (here plain bisection, one midpoint per step: the reference)."""
+    from tests.evalue._reference import bisect_one_step_at_a_time
+
+    def one_set(pred):
+        inside = pred(laws._g)
+        i = np.flatnonzero(inside[1:] != inside[:-1])
+        brackets = bisect_one_step_at_a_time(laws._lr, laws.grid[i], laws.grid[i + 1], pred)
+        edges = [-math.inf, *(0.5 * (a + b) for a, b in brackets), math.inf]
+        start = 0 if inside[0] else 1
+        return list(zip(edges[start:-1:2], edges[start + 1::2], strict=True)), brackets
+
+    below, br_b = one_set(lambda g: np.where(np.isnan(g), False, g < lo))
+    above, br_a = one_set(lambda g: np.where(np.isnan(g), False, g > hi))
+    cover, band, last = sorted(below + above), [], -math.inf
+    for a, b in cover:
+        if a > last:
+            band.append((last, a))
+        last = max(last, b)
+    if last < math.inf:
+        band.append((last, math.inf))
+    masses = (laws._measure(laws.null, below), laws._measure(laws.alternative, band),
+              laws._measure(laws.null, above))
+    return masses, br_b + br_a
+
+
+def test_univariate_tails_equal_one_set_at_a_time():
+    from scipy import stats
+
+    from skdptest.evalue._laws import make_laws
+    pairs = [(stats.norm(0, 1), stats.norm(0.5, 2)),  # two crossings of each level
+             (stats.expon(), stats.uniform(0, 3))]     # a support end: L jumps to -inf
+    for pair in pairs:
+        laws = make_laws(*pair)
+        g = laws._g[np.isfinite(laws._g)]
+        levels = np.quantile(g, [0.0, 0.1, 0.5, 0.9, 1.0])
+        for lo, hi in [(levels[1], levels[3]), (levels[2], levels[2]), (levels[0], levels[4]),
+                       (levels[0] - 1.0, levels[1]), (levels[3], levels[4] + 1.0),
+                       (-math.inf, math.inf), (levels[4] + 1.0, levels[4] + 2.0)]:
+            assert laws._compute_tails(lo, hi) == _tails_one_set_at_a_time(laws, lo, hi)
