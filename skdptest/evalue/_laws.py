@@ -91,9 +91,19 @@ def _normal_panels(z_breaks, s):
     Composite Gauss-Legendre of order 8 on [−12, 12] with panels of width at most
     0.5 in z and in L (0.5 / max(1, s) in z), the panels holding a break split there:
     on each panel φ(z) h(z) is analytic and the rule's error is ~1e-17 of its mass.
-    About 400·max(1, s) nodes instead of the quantile grid's 40 000.
+    About 400·max(1, s) nodes instead of the quantile grid's 40 000. Read-only arrays.
     """
-    edges, z, w = _normal_base(float(s))
+    # The planners ask for the same panels again and again (one statistic, so the same
+    # breaks, at many bets): kept per exact breaks and scale, public values (hex: the
+    # sign of a zero and NaN are kept apart and the key round-trips exactly).
+    return _split_panels(tuple(float(b).hex() for b in z_breaks), float(s).hex())
+
+
+@functools.lru_cache(maxsize=64)
+def _split_panels(z_breaks_hex, s_hex):
+    """:func:`_normal_panels` of the breaks and scale given as float hex strings."""
+    z_breaks, s = [float.fromhex(b) for b in z_breaks_hex], float.fromhex(s_hex)
+    edges, z, w = _normal_base(s)
     inner = sorted({b for b in z_breaks if -_Z_MAX < b < _Z_MAX})
     if not inner:
         return z, w
@@ -108,7 +118,9 @@ def _normal_panels(z_breaks, s):
         pz, pw = _gl_panels(np.array(sub))
         parts_z.append(pz)
         parts_w.append(pw)
-    return np.concatenate(parts_z), np.concatenate(parts_w)
+    z, w = np.concatenate(parts_z), np.concatenate(parts_w)
+    z.flags.writeable = w.flags.writeable = False
+    return z, w
 
 
 def _kind(dist, name):

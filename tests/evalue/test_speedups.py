@@ -316,3 +316,22 @@ def test_univariate_tails_equal_one_set_at_a_time():
                        (levels[0] - 1.0, levels[1]), (levels[3], levels[4] + 1.0),
                        (-math.inf, math.inf), (levels[4] + 1.0, levels[4] + 2.0)]:
             assert laws._compute_tails(lo, hi) == _tails_one_set_at_a_time(laws, lo, hi)
+
+
+# -- the Gaussian planner's quadrature panels: kept per breaks and scale ---------------
+
+def test_normal_panels_kept_equal_freshly_computed_ones():
+    from skdptest.evalue import _laws
+    cases = [((), 0.5), ((0.3,), 1.0), ((-0.0,), 2.0), ((0.0,), 2.0), ((0.0, -0.0), 2.0),
+             ((-13.0, 13.0), 1.0), ((-1.0, 1.0, 1.0), 7.5), ((math.nan, 0.25), 1.0),
+             ((-12.0, 12.0, 11.999999999), 0.1), ((0.5, 0.5000000001), 30.0)]
+    for breaks, s in cases:
+        first = _laws._normal_panels(breaks, s)
+        again = _laws._normal_panels(tuple(breaks), s)  # served from the cache
+        fresh = _laws._split_panels.__wrapped__(tuple(float(b).hex() for b in breaks),
+                                                float(s).hex())
+        for got in (first, again):
+            assert all(np.array_equal(x, y) and not x.flags.writeable
+                       for x, y in zip(got, fresh, strict=True))
+            # the sign of a zero break reaches the nodes as before
+            assert np.array_equal(np.signbit(got[0]), np.signbit(fresh[0]))
