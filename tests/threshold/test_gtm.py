@@ -19,6 +19,7 @@ from skdptest import (
     TestResult,
     ThresholdResult,
 )
+from skdptest._recorder import recording
 from skdptest.threshold import (
     EstimatorMechanism,
     GaussianThresholdQuery,
@@ -33,6 +34,7 @@ from skdptest.threshold import (
     poisson_threshold_k,
 )
 from skdptest.threshold._gtm import _search, _simulate_search, _steps
+from skdptest.threshold._mechanisms import check_outputs
 
 
 class Coin(ThresholdMechanism):
@@ -287,6 +289,42 @@ def test_output_check_runs_on_a_public_surrogate_not_on_the_data():
         GeneralizedThresholdMechanism([Records(0.1)], budget=budget).fit(X)
     assert len(Records.seen) == 1  # the surrogate check only, before the refused charge
     assert Records.seen[0].shape == X.shape and not Records.seen[0].any()
+
+
+def test_the_probe_skips_only_the_classes_that_cannot_fail_it(monkeypatch):
+    # the skipped classes return int8 ±1 of the asked shape whatever their statistic
+    rng = np.random.default_rng(3)
+    for value in (0.0, -1e308, 1e308, np.inf, -np.inf, np.nan):
+        for mech in (NoisyThresholdQuery(lambda X, y, v=value: v, 0.0, 0.5),
+                     GaussianThresholdQuery(lambda X, y, v=value: v, 0.0, 0.5, 1e-3),
+                     RandomizedResponse(lambda X, y, v=value: v > 0, 0.5)):
+            for size in (0, 1, 7):
+                out = mech.sample(X, None, size, rng)
+                assert out.dtype == np.int8 and np.array_equal(check_outputs(out, size), out)
+    # a subclass is still probed (it may override sample), before the charge
+    class Zeros(NoisyThresholdQuery):
+        def sample(self, X, y, size, rng):
+            return np.zeros(size)
+
+    budget = PrivacyBudget(epsilon=1.0)
+    with pytest.raises(InvalidParameterError, match="outputs other than ±1"):
+        GeneralizedThresholdMechanism([Zeros(lambda X, y: 0.0, 0.0, 0.05)],
+                                      budget=budget).fit(X)
+    assert budget.spent == (0.0, 0.0)
+    # the probe has its own generator: skipping it leaves the release and its draws as
+    # they were (the probed fit records the 63 probe draws first)
+    def fit_and_record():
+        est = GeneralizedThresholdMechanism(random_state=11)
+        with recording() as record:
+            est.fit(X + 3.0)
+        return est.result_, record.draws
+
+    skipped, skipped_draws = fit_and_record()
+    monkeypatch.setattr(gtm_module, "_PLUS_MINUS_BY_CONSTRUCTION", ())
+    probed, probed_draws = fit_and_record()
+    assert skipped == probed
+    assert probed_draws[len(probed_draws) - len(skipped_draws):] == skipped_draws
+    assert len(probed_draws) - len(skipped_draws) == 63
 
 
 @pytest.mark.parametrize("later", [2, 0, np.nan])
