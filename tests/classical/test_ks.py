@@ -77,13 +77,15 @@ def _two_sample_worst(labels, all_keys, n_values=3):
     worst = Fraction(0)
     key_orders = itertools.permutations(range(n)) if all_keys else [tuple(range(n))]
     for keys in key_orders:
-        for values in itertools.product(range(n_values), repeat=n):
-            d = _ks_exact(values, keys, labels, k)
+        # every neighbour is itself one of the data sets: each D is computed once
+        d = {values: _ks_exact(values, keys, labels, k)
+             for values in itertools.product(range(n_values), repeat=n)}
+        for values, dv in d.items():
             for i in range(n):
                 for v in range(n_values):
                     if v != values[i]:
                         other = values[:i] + (v,) + values[i + 1:]
-                        worst = max(worst, abs(d - _ks_exact(other, keys, labels, k)))
+                        worst = max(worst, abs(dv - d[other]))
     return worst
 
 

@@ -132,13 +132,14 @@ def _neighbour_search(plan, alternative, lo, hi, n, rng, n_data=60):
     for _ in range(n_data):
         y = rng.choice(np.r_[lo, hi, 0.0, rng.uniform(lo, hi, 3)], size=n)
         t = int(wealth_statistic(y, plan, alternative))
-        for i in range(n):
-            for v in (lo, hi, 0.0, rng.uniform(lo, hi)):
-                y2 = y.copy()
-                y2[i] = v
-                d = abs(int(wealth_statistic(y2, plan, alternative)) - t)
-                if d > worst:
-                    worst, pair = d, (t, t + d)
+        # the neighbours in order (row i, then candidate v), as rows of one batch
+        rows = np.repeat(np.arange(n), 4)
+        values = np.concatenate([(lo, hi, 0.0, rng.uniform(lo, hi)) for _ in range(n)])
+        neighbours = np.tile(y, (4 * n, 1))
+        neighbours[np.arange(4 * n), rows] = values
+        for d in np.abs(wealth_statistic(neighbours, plan, alternative) - t).tolist():
+            if d > worst:
+                worst, pair = d, (t, t + d)
     # two-sided: the log-sum-exp moves by a whole term's range only when one of the two
     # bets dominates, which takes many rows: long constant datasets, one row replaced
     for fill in (lo, hi):
