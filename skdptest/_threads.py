@@ -33,7 +33,7 @@ def _controller():
     return _CACHE["controller"]
 
 
-_LIMIT = {"depth": 0, "limiter": None}
+_LIMIT = {"depth": 0, "original": None}
 _LIMIT_LOCK = threading.Lock()
 
 
@@ -45,11 +45,19 @@ def limit_blas():
     share one limit: the first to enter sets it, the last to leave restores the
     counts found by the first. (Nested threadpoolctl limits restored out of order
     would leave BLAS on one thread for good.)
+
+    Why not ``ThreadpoolController.limit``: it reads every library's full ``info()``
+    on each call (60 us; dpMMD's small fits enter this limit once per bandwidth). The
+    BLAS controllers, found once, are read and set directly: the same counts set and
+    restored on the same libraries.
     """
     with _LIMIT_LOCK:
         if _LIMIT["depth"] == 0:
             _free_openblas_control()
-            _LIMIT["limiter"] = _controller().limit(limits=1, user_api="blas")
+            libs = _blas_controllers()
+            _LIMIT["original"] = [lib.get_num_threads() for lib in libs]
+            for lib in libs:
+                lib.set_num_threads(1)
         _LIMIT["depth"] += 1
     try:
         yield
@@ -58,9 +66,18 @@ def limit_blas():
             _LIMIT["depth"] -= 1
             if _LIMIT["depth"] == 0:
                 _free_openblas_control()
-                _LIMIT["limiter"].restore_original_limits()
-                _LIMIT["limiter"] = None
+                for lib, count in zip(_blas_controllers(), _LIMIT["original"], strict=True):
+                    if count is not None:
+                        lib.set_num_threads(count)
+                _LIMIT["original"] = None
                 _free_openblas_control()
+
+
+def _blas_controllers():
+    """threadpoolctl's controllers of the BLAS libraries (found once, as the controller)."""
+    if "blas" not in _CACHE:
+        _CACHE["blas"] = tuple(_controller().select(user_api="blas").lib_controllers)
+    return _CACHE["blas"]
 
 
 def _free_openblas_control():
@@ -74,18 +91,20 @@ def _free_openblas_control():
     every later limit of the main thread without effect, and dpMMD's values depended
     on the thread count.
     """
-    import threadpoolctl
+    if "clear" not in _CACHE:
+        import threadpoolctl
 
-    controller = getattr(threadpoolctl, "OpenBLASController", None)
-    clear = getattr(controller, "clear_controlling_thread", None)
+        controller = getattr(threadpoolctl, "OpenBLASController", None)
+        _CACHE["clear"] = getattr(controller, "clear_controlling_thread", None)
+    clear = _CACHE["clear"]
     if clear is not None:
         clear(force=True)
 
 
 def blas_threads():
     """The smallest BLAS thread count in force (1 when none is found)."""
-    libs = _controller().select(user_api="blas").lib_controllers
-    return max(1, min((lib.num_threads for lib in libs), default=1))
+    counts = [lib.get_num_threads() for lib in _blas_controllers()]
+    return max(1, min((c for c in counts if c is not None), default=1))
 
 
 _POOL = {"pid": None, "executor": None, "size": 0}

@@ -17,7 +17,7 @@ from .._threads import blas_threads, limit_blas, map_dynamic, run_in_threads
 from . import _route_exact as _exact
 from ._bandwidth import map_in_threads, mmd_centre, same_stream
 from ._kernels import gram_distances, gram_from_distances
-from ._relabel import _TWO_THREADS_MIN, _coefficient_columns
+from ._relabel import _TWO_THREADS_MIN, _coefficient_columns, _MaskRows
 
 __all__ = [
     "aggregate_holds_distances",
@@ -204,7 +204,10 @@ def _aggregate_held(X, codes, sizes, n_stats, rng, kernel, gammas, name, n_jobs,
         with limit_blas():  # as held_kernel: the same values, no spinning BLAS workers
             return gram_distances(name, X)
 
-    first, D = run_in_threads([lambda: next(columns), distances])
+    if n * n < _TWO_THREADS_MIN:  # too small to gain from a worker (~0.2 ms to hand over)
+        first, D = next(columns), distances()
+    else:
+        first, D = run_in_threads([lambda: next(columns), distances])
     n_gammas = len(gammas)
     centres = [None] * n_gammas
     parts = [[] for _ in range(n_gammas)]
@@ -215,6 +218,8 @@ def _aggregate_held(X, codes, sizes, n_stats, rng, kernel, gammas, name, n_jobs,
     lock = threading.Lock()
 
     def chunk_forms(V):
+        V = [_filled_once(W) for W in V]
+
         def one(i):
             with lock:
                 slot = free.pop()
@@ -245,6 +250,23 @@ def _aggregate_held(X, codes, sizes, n_stats, rng, kernel, gammas, name, n_jobs,
     stats = [np.sqrt(np.maximum(finish(np.concatenate(p)), 0.0)) - centres[i]
              for i, p in enumerate(parts)]
     return np.max(np.vstack(stats), axis=0)
+
+
+# Coefficient chunks up to this many float64 bytes are filled from their masks once per
+# fit (within the plan's 1 MiB of small arrays), not twice per bandwidth.
+_FILL_ONCE_BYTES = 2**20
+
+
+def _filled_once(W):
+    """The two-group coefficient rows ``W`` as the float64 ``(N, C)`` matrix every
+    bandwidth reads (the same values as its masks give) when small, else ``W``.
+
+    Why: each bandwidth's triangular product reads the coefficients twice; filling them
+    from the masks (a multiply-add pass each time) cost more than the product at small N.
+    """
+    if isinstance(W, _MaskRows) and 8 * W.masks.size <= _FILL_ONCE_BYTES:
+        return W.dense().T
+    return W
 
 
 def _joblib_workers(n_jobs):

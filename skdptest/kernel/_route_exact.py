@@ -15,6 +15,7 @@ from scipy import sparse
 
 from .._threads import limit_blas, run_in_threads
 from ._relabel import (
+    _TWO_THREADS_MIN,
     _coefficient_columns,
     _DenseRows,
     _in_row_blocks,  # noqa: F401 - re-exported for _relabel's users
@@ -242,6 +243,9 @@ def column_quadratic_forms(X, kernel, columns, n_chunks, *, max_kernel_bytes=Non
         # The kernel fits, one chunk: the (mostly single-threaded: exp) kernel is
         # evaluated on a worker thread while the coefficients are drawn here
         # (numpy's bounded integers, sort and ufuncs release the GIL).
+        if n * n < _TWO_THREADS_MIN:  # too small to gain from a worker (~0.2 ms to hand over)
+            V = next(columns)
+            return triangular_quadratic_forms(held_kernel(X, kernel), V, col_sq)
         V, K = run_in_threads([lambda: next(columns), lambda: held_kernel(X, kernel)])
         return triangular_quadratic_forms(K, V, col_sq)
     edges = _block_edges(n)
@@ -318,10 +322,13 @@ def triangular_quadratic_forms(K, V, col_sq=None):
         # from the masks (1 byte per entry) rather than copied and kept (8 bytes):
         # memory traffic, not flops, is what these passes cost.
         trmm_rows(K, rows.block(r0, r1, out=P[r0:r1]))
-        scratch = np.empty((min(_REDUCE_ROWS, r1 - r0), K.shape[0]))
+        # C-ordered float rows are read in place (the same layout as the scratch rows)
+        held = isinstance(rows, _DenseRows) and rows.M.flags.c_contiguous
+        scratch = None if held else np.empty((min(_REDUCE_ROWS, r1 - r0), K.shape[0]))
         for s0 in range(r0, r1, _REDUCE_ROWS):
             s1 = min(s0 + _REDUCE_ROWS, r1)
-            Mb, Pb, out = rows.block(s0, s1, out=scratch[:s1 - s0]), P[s0:s1], q[s0:s1]
+            Mb = rows.M[s0:s1] if held else rows.block(s0, s1, out=scratch[:s1 - s0])
+            Pb, out = P[s0:s1], q[s0:s1]
             out[...] = (Mb[:, None, :] @ Pb[:, :, None])[:, 0, 0]
             out *= 2.0
             if unit:  # unit diagonal (rbf, laplacian): one product per matrix
@@ -329,8 +336,17 @@ def triangular_quadratic_forms(K, V, col_sq=None):
             else:
                 out += np.einsum("ij,ij,j->i", Mb, Mb, d_minus_2)
 
-    map_row_blocks(block, rows.n_rows)
+    # Small products stay on the calling thread: handing a block to a worker costs about
+    # 0.2 ms of CPU, more than it takes off (the values do not depend on the blocks).
+    if float(rows.n_rows) * K.shape[0] ** 2 < _TWO_THREADS_MIN_FLOPS:
+        map_row_blocks(block, rows.n_rows, n_threads=1)
+    else:
+        map_row_blocks(block, rows.n_rows)
     return q
+
+
+# Below this many multiply-adds (rows x N^2) the triangular product runs on one thread.
+_TWO_THREADS_MIN_FLOPS = 2**24
 
 
 # Rows per piece of the final reduction: few numpy calls per thread (threads making

@@ -283,7 +283,10 @@ def mmd_cyclic_statistics(X, codes, rng, kernel, gammas, kernel_name, *, n_jobs=
         with limit_blas():  # the same values, no spinning BLAS workers
             return half_diagonals(gram_distances(kernel_name, X))
 
-    spectra, Dd = run_in_threads([lambda: _label_spectra(codes, C), distance_diagonals])
+    if float(n) * n < _TWO_THREADS_MIN:  # too small to gain from a worker (~0.2 ms)
+        spectra, Dd = _label_spectra(codes, C), distance_diagonals()
+    else:
+        spectra, Dd = run_in_threads([lambda: _label_spectra(codes, C), distance_diagonals])
     weights = half_diagonal_weights(n)
     serial = n_jobs is None or n_jobs == 1 or len(gammas) <= 1
     threads = (blas_threads() if serial and float(n) * n >= _TWO_THREADS_MIN else 1)

@@ -9,7 +9,9 @@ Everything here reads parameters and public sizes only.
 
 from __future__ import annotations
 
+import functools
 import inspect
+from types import MappingProxyType
 
 from .._params import InvalidParameterError
 from .._warnings import warn_leak
@@ -95,12 +97,20 @@ def warn_ignored(estimator, params, ignored):
     to avoid the warning, from parameters and public sizes only. Called in the plan,
     before the charge.
     """
-    defaults = inspect.signature(type(estimator).__init__).parameters
+    defaults = _init_defaults(type(estimator))
     for name, why in ignored:
-        value, default = params[name], defaults[name].default
+        value, default = params[name], defaults[name]
         if value is default or (type(value) is type(default) and value == default):
             continue
         warn_leak(f"{type(estimator).__name__}: {name}={value!r} is ignored: {why}")
+
+
+@functools.lru_cache(maxsize=64)
+def _init_defaults(cls):
+    """``{name: default}`` of ``cls.__init__`` (keyed by the class, a public value: the
+    signature is read once per class, not on every fit)."""
+    return MappingProxyType({name: p.default for name, p in
+                             inspect.signature(cls.__init__).parameters.items()})
 
 
 def cyclic_ignores_permutations(params, auto_reason, n, relabel_words):
