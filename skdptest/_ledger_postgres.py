@@ -31,7 +31,6 @@ __all__ = ["ServerError", "connect", "create", "is_url", "redact"]
 
 _PREFIX = "skdptest_ledger"
 _TABLES = re.compile(r"\b(totals|spends|reservations)\b")
-_PRAGMA_FUNCTIONS = re.compile(r"\bpragma_(\w+)\(\)")
 
 _SCHEMA = (
     f"CREATE TABLE {_PREFIX} (application_id BIGINT NOT NULL, user_version INTEGER NOT NULL)",
@@ -147,14 +146,12 @@ class _Connection:
             return self._run(f"LOCK TABLE {_PREFIX} IN EXCLUSIVE MODE")
         if sql == "BEGIN":
             return self._run("BEGIN ISOLATION LEVEL REPEATABLE READ")
-        if sql.startswith(("PRAGMA ", "SELECT * FROM pragma_")):
-            # The marker SQLite keeps in its header: one pragma ("PRAGMA user_version") or
-            # several in one row ("SELECT * FROM pragma_application_id(), ...").
-            columns = _PRAGMA_FUNCTIONS.findall(sql) or sql.split()[1:2]
-            if not columns or not set(columns) <= {"application_id", "user_version"}:
+        if sql.startswith("PRAGMA "):
+            column = sql.split()[1]
+            if column not in ("application_id", "user_version"):
                 raise ServerError(f"unsupported statement on a PostgreSQL ledger: {sql!r}")
-            rows = self._run(f"SELECT {', '.join(columns)} FROM {_PREFIX}").fetchall()
-            return _Rows(rows if len(rows) == 1 else [(0,) * len(columns)])
+            rows = self._run(f"SELECT {column} FROM {_PREFIX}").fetchall()
+            return _Rows(rows if len(rows) == 1 else [(0,)])
         return self._run(_TABLES.sub(rf"{_PREFIX}_\1", sql).replace("?", "%s"), params)
 
     def close(self):
