@@ -682,11 +682,12 @@ class PrivacyBudget:
         the totals given must then equal those it was created with. Any other
         file (empty, foreign SQLite database, not SQLite, truncated, corrupted)
         raises :class:`LedgerError`. ``None`` uses a temporary file, deleted when
-        the creating process exits. A URL ``"postgresql://..."`` (the ``postgres``
-        extra, psycopg 3) keeps the ledger on a PostgreSQL server instead, with the
-        same transactions, integrity checks and semantics (see
-        :mod:`skdptest._ledger_postgres`): its tables are created in the URL's
-        database (or the schema its ``search_path`` names) unless a ledger is there.
+        the creating process exits and written without fsync (see Notes). A URL
+        ``"postgresql://..."`` (the ``postgres`` extra, psycopg 3) keeps the ledger
+        on a PostgreSQL server instead, with the same transactions, integrity
+        checks and semantics (see :mod:`skdptest._ledger_postgres`): its tables
+        are created in the URL's database (or the schema its ``search_path``
+        names) unless a ledger is there.
     accountant : {"basic", "zcdp", "rdp"}, default="basic"
         How spends compose (fixed when the ledger is created; reopening with
         another accountant is refused). ``"zcdp"`` and ``"rdp"`` need
@@ -727,6 +728,15 @@ class PrivacyBudget:
 
     Comparisons allow a relative slack of 1e-9 for floating-point rounding
     (100 spends of 0.01 fit in a total of 1.0). The sums spent are exact.
+
+    Durability: a ledger at a ``path`` (or on PostgreSQL) has a spend recorded on
+    disk when ``spend`` returns (SQLite's ``synchronous = FULL``). A temporary
+    ledger (``path=None``) skips fsync (``synchronous = OFF``, and its rollback
+    journal is truncated rather than deleted at each commit): a process killed at
+    any moment loses nothing, since its writes are in the operating system's
+    cache and each transaction stays atomic; only a power loss or an OS crash
+    could lose recent spends, and the file, known only to this process and its
+    children, would not outlive its process anyway.
 
     Examples
     --------
