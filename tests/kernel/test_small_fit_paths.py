@@ -7,6 +7,7 @@ path it replaces (forced by lowering its threshold), on ties and extreme rows to
 """
 
 import inspect
+import math
 import warnings
 
 import numpy as np
@@ -167,3 +168,19 @@ def test_ignored_parameter_defaults_are_the_signatures(cls):
                 cls(n_components=8, n_permutations=19).fit(X, X[:, :1])
         assert any(issubclass(w.category, PrivacyLeakWarning)
                    and "n_components=8 is ignored" in str(w.message) for w in seen)
+
+
+def test_exact_sum_flush_is_fsum_on_empty_infinite_and_cancelling_input():
+    # _flush reads the bins as Python floats: still the exactly rounded sum (math.fsum)
+    from skdptest.kernel._hsic_exact import _ExactSum
+
+    def exact(*parts):
+        s = _ExactSum()
+        for part in parts:
+            s.add(np.asarray(part, dtype=np.float64))
+        return s.value()
+
+    assert exact([]) == 0.0
+    v = np.array([1e308, 5e307, -1e308, 5e-324, -2.5e-308, 3.0, -3.0, 2.0**-1074])
+    assert exact(v, -v[:3], v[3:]) == math.fsum(np.r_[v, -v[:3], v[3:]])
+    assert math.isnan(exact([1.0, np.inf])) and math.isnan(exact([-np.inf, 2.0]))
