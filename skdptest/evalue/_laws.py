@@ -22,6 +22,7 @@ a grid that may miss a crossing).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from numbers import Real
@@ -537,6 +538,10 @@ class _DiscreteLaws(_Laws):
         self.xs, self.wP, self.wQ = xs[keep], np.exp(lp[keep]), np.exp(lq[keep])
         with np.errstate(divide="ignore", invalid="ignore"):
             self.L = lq[keep] - lp[keep]
+        # L never NaN (a point with both masses 0 is dropped): sorted by L, the sets of
+        # :meth:`tails` are slices (lists: a bisection and a fsum per set)
+        order = np.argsort(self.L, kind="stable")
+        self._by_l = tuple(a[order].tolist() for a in (self.L, self.wP, self.wQ))
 
     def log_ratio(self, X):
         # reads the data: no floating-point warning may depend on it
@@ -552,12 +557,16 @@ class _DiscreteLaws(_Laws):
         return self.null.logpmf(X[:, 0])
 
     def tails(self, lo, hi):
-        L = self.L
-        return (
-            math.fsum(self.wP[L < lo]),
-            math.fsum(self.wQ[(L >= lo) & (L <= hi)]),
-            math.fsum(self.wP[L > hi]),
-        )
+        # fsum is correctly rounded, so the order of the summands does not matter: the
+        # same sets give the same floats as the boolean masks of L
+        if math.isnan(lo) or math.isnan(hi):  # no order to bisect: masks
+            L = self.L
+            return (math.fsum(self.wP[L < lo]), math.fsum(self.wQ[(L >= lo) & (L <= hi)]),
+                    math.fsum(self.wP[L > hi]))
+        by_l, w_p, w_q = self._by_l
+        i = bisect.bisect_left(by_l, lo)   # L < lo: [0, i)
+        j = bisect.bisect_right(by_l, hi)  # L <= hi: [0, j)
+        return math.fsum(w_p[:i]), math.fsum(w_q[i:j]), math.fsum(w_p[j:])
 
     def expect(self, h, under, breaks=()):
         w = self.wP if under == "P" else self.wQ

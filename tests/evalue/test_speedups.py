@@ -335,3 +335,30 @@ def test_normal_panels_kept_equal_freshly_computed_ones():
                        for x, y in zip(got, fresh, strict=True))
             # the sign of a zero break reaches the nodes as before
             assert np.array_equal(np.signbit(got[0]), np.signbit(fresh[0]))
+
+
+# -- the discrete laws' tails: slices of L sorted, one fsum per set --------------------
+
+def test_discrete_tails_equal_the_masked_sums():
+    from scipy import stats
+
+    from skdptest.evalue._laws import make_laws
+    pairs = [(stats.bernoulli(0.3), stats.bernoulli(0.6)),
+             (stats.binom(12, 0.2), stats.binom(12, 0.5)),       # distinct L, a wide range
+             (stats.randint(0, 6), stats.randint(0, 6)),          # every L tied at 0
+             (stats.randint(0, 4), stats.randint(2, 8)),          # L = ±inf on each side
+             (stats.binom(40, 0.5), stats.betabinom(40, 2.0, 2.0))]  # symmetric: ties
+    rng = np.random.default_rng(5)
+    for pair in pairs:
+        laws = make_laws(*pair)
+        L = laws.L
+        finite = L[np.isfinite(L)]
+        levels = np.r_[L, np.nextafter(finite, -np.inf), np.nextafter(finite, np.inf),
+                       -np.inf, np.inf, 0.0, -0.0, rng.normal(0, 3, 8)]
+        cases = [(a, b) for a in levels[::3] for b in levels[::4]]
+        cases += [(math.nan, 0.5), (0.5, math.nan), (math.nan, math.nan)]
+        for lo, hi in cases:
+            want = (math.fsum(laws.wP[L < lo]), math.fsum(laws.wQ[(L >= lo) & (L <= hi)]),
+                    math.fsum(laws.wP[L > hi]))
+            got = laws.tails(lo, hi)
+            assert [x.hex() for x in got] == [x.hex() for x in want], (lo, hi)
