@@ -22,6 +22,8 @@ two-sided test at the full ε.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import stats
 
@@ -64,6 +66,15 @@ def binary_exact(laws):
     if np.any(wq == 0):
         return None
     return BinaryExact(float(xs[1]), float(laws.wP[support][1]), float(wq[1]))
+
+
+@functools.lru_cache(maxsize=64)
+def _binom_log_pmf(n, prob_hex):
+    """log Binom(k; n, p), k = 0..n (read-only), kept per public batch size and law:
+    an e-process evaluates it twice per batch (scipy's overhead per call dominates)."""
+    out = stats.binom.logpmf(np.arange(n + 1), n, float.fromhex(prob_hex))
+    out.flags.writeable = False
+    return out
 
 
 class BinaryExact:
@@ -112,7 +123,10 @@ class BinaryExact:
             raise ValueError(
                 "y must be integer-valued: the release is a count plus integer noise."
             )
-        log_pmf = stats.binom.logpmf(np.arange(n + 1), n, prob)
+        if isinstance(n, int | np.integer) and isinstance(prob, float):
+            log_pmf = _binom_log_pmf(int(n), prob.hex())
+        else:
+            log_pmf = stats.binom.logpmf(np.arange(n + 1), n, prob)
         return log_geometric_mixture_at(y, log_pmf, self.noise_rate(epsilon),
                                         block_terms=2_000_000)
 

@@ -362,3 +362,22 @@ def test_discrete_tails_equal_the_masked_sums():
                     math.fsum(laws.wP[L > hi]))
             got = laws.tails(lo, hi)
             assert [x.hex() for x in got] == [x.hex() for x in want], (lo, hi)
+
+
+# -- the exact two-point model: the binomial law kept per batch size and law ------------
+
+def test_exact_log_density_with_kept_binomial_equals_fresh():
+    from scipy import stats
+
+    from skdptest._noise import log_geometric_mixture_at
+    from skdptest.evalue._exact import BinaryExact
+    model = BinaryExact(1.0, 0.3, 0.55)
+    ys = np.array([-40.0, -3.0, 0.0, 1.0, 7.0, 12.0, 60.0])
+    for n in (1, 12, np.int64(12), 300):
+        for prob, eps in ((0.3, 1.0), (0.55, 0.1), (1e-300, 2.0)):
+            for _ in range(2):  # the second call is served from the cache
+                got = model.log_density(ys, n, prob, eps)
+                want = log_geometric_mixture_at(
+                    ys, stats.binom.logpmf(np.arange(n + 1), n, prob), model.noise_rate(eps),
+                    block_terms=2_000_000)
+                assert np.array_equal(got, want)
