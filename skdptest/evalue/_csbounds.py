@@ -51,13 +51,13 @@ def _log_binom(s, n, p, log_choose):
     return log_choose + head + tail
 
 
-def _log_binom_logs(s, n, log_p, log_q, c, lens, log_choose, s_zero, s_full):
+def _log_binom_logs(s, n_minus_s, log_p, log_q, c, lens, log_choose, s_zero, s_full):
     """log Binom(s; n, p_c) from per-cell logs (0 log 0 = 0); ``lens`` summands per
-    segment, ``s_zero``, ``s_full`` the masks s == 0 and s == n."""
+    segment, ``s_zero``, ``s_full`` the indices where s == 0 and s == n."""
     # np.repeat of the per-segment values: the same values as a gather, cheaper
     with np.errstate(invalid="ignore"):
         head = np.multiply(s, np.repeat(log_p[c], lens))
-        tail = np.multiply(np.subtract(n, s), np.repeat(log_q[c], lens))
+        tail = np.multiply(n_minus_s, np.repeat(log_q[c], lens))
     head[s_zero] = 0.0
     tail[s_full] = 0.0
     head += log_choose  # (log_choose + head) + tail, as before
@@ -177,19 +177,20 @@ def _segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, lower_only, l
     s += np.repeat(lo.ravel()[idx], lens)  # lo + (i - start): exact small integers
     n_seg = ns[k]
     n = np.repeat(n_seg.astype(float), lens)
-    s_zero, s_full = s == 0, s == n
+    s_zero, s_full = np.flatnonzero(s == 0), np.flatnonzero(s == n)  # few: the ends
+    n_minus_s = n - s
     log_choose = _log_choose(s, n, n_seg, lens)
     log_g = np.subtract(np.repeat(ys[k], lens), s)
     np.abs(log_g, out=log_g)
     log_g *= rate
     np.subtract(log_norm, log_g, out=log_g)
-    la = _log_binom_logs(s, n, *_log_pq(a), c, lens, log_choose, s_zero, s_full)
+    la = _log_binom_logs(s, n_minus_s, *_log_pq(a), c, lens, log_choose, s_zero, s_full)
     if lower_only:
         lmin = lmax = la if points_only(a, b) else np.minimum(
-            la, _log_binom_logs(s, n, *_log_pq(b), c, lens, log_choose, s_zero, s_full),
+            la, _log_binom_logs(s, n_minus_s, *_log_pq(b), c, lens, log_choose, s_zero, s_full),
             out=la)
     else:
-        lb = _log_binom_logs(s, n, *_log_pq(b), c, lens, log_choose, s_zero, s_full)
+        lb = _log_binom_logs(s, n_minus_s, *_log_pq(b), c, lens, log_choose, s_zero, s_full)
         lmin = np.minimum(la, lb)
         lmax = np.maximum(la, lb, out=lb)
         mid = np.flatnonzero((s > n * np.repeat(a[c], lens))
