@@ -96,6 +96,18 @@ def predicted_power(m, inner_alpha, inner_power, alpha, rate):
     return float(np.sum(stats.binom.pmf(x, m, inner_power) * tulap_cdf(x - c, rate)))
 
 
+def _predicted_powers(m, tried, alpha, rate):
+    """:func:`predicted_power` of every (α0, π) in ``tried`` at one m, the same floats:
+    the binomial pmfs of all the π in one scipy call (elementwise, so each row is the
+    pmf of its own call), whose fixed cost was most of a planner's time."""
+    if not tried:
+        return []
+    x = np.arange(m + 1)
+    pmfs = stats.binom.pmf(x, m, np.array([power for _, power in tried])[:, None])
+    return [float(np.sum(pmf * tulap_cdf(x - _ump_threshold(m, a0, alpha, rate), rate)))
+            for (a0, _), pmf in zip(tried, pmfs, strict=True)]
+
+
 def _candidates(n, min_rows):
     """Numbers of subsets m with at least ``min_rows`` rows each: all of them for small
     n, else about 32 spread geometrically."""
@@ -193,10 +205,11 @@ def plan_subsets(n, epsilon, alpha, *, inner_test=None, design="one-sample", eff
                 classes = None if ys is None else np.unique(ys)
                 pvals[b] = _pvalue_of(test, _split(Xs, ys, design, classes))
             powers = [float(np.mean(pvals <= a0)) for a0 in inner_alphas]  # NaN: no
-        for a0, power in zip(inner_alphas, powers, strict=True):
-            if power <= a0:
-                continue  # no signal at this size and level
-            value = predicted_power(m, a0, min(power, 1.0), alpha, rate)
+        # no signal at this size and level where power <= a0
+        tried = [(a0, min(power, 1.0)) for a0, power in zip(inner_alphas, powers, strict=True)
+                 if power > a0]
+        for (a0, _), value in zip(tried, _predicted_powers(m, tried, alpha, rate),
+                                  strict=True):
             if value > best[2] + 1e-12:
                 best = (m, a0, value)
     return best

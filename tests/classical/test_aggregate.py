@@ -13,7 +13,13 @@ from scipy import stats
 from skdptest import DPSubsampleAggregateTest
 from skdptest._recorder import recording
 from skdptest.classical import _aggregate
-from skdptest.classical._aggregate import _pvalue_of, plan_subsets, predicted_power
+from skdptest.classical._aggregate import (
+    INNER_ALPHAS,
+    _predicted_powers,
+    _pvalue_of,
+    plan_subsets,
+    predicted_power,
+)
 from skdptest.classical._proportion import tulap_rate
 from skdptest.classical._tulap import binomial_pvalue, tulap_cdf, tulap_log_pdf
 
@@ -343,3 +349,14 @@ def test_validity_grid_every_cell_and_pooled_with_mutant():
     mutant = _aggregate_grid(reps, liberal, subset)
     total = reps * len(subset)
     assert mutant.sum() / total > alpha + 2 * math.sqrt(alpha * (1 - alpha) / total)
+
+
+def test_the_planners_batched_powers_are_those_of_predicted_power():
+    rng = np.random.default_rng(5)
+    assert _predicted_powers(7, [], 0.05, 1.0) == []
+    for m in (1, 2, 13, 64):
+        for rate in (0.2, 1.0, 6.0):
+            powers = [1.0, 5e-324, 0.5, *rng.uniform(0.0, 1.0, len(INNER_ALPHAS) - 3)]
+            tried = list(zip(INNER_ALPHAS, powers, strict=True))
+            assert _predicted_powers(m, tried, 0.05, rate) == [
+                predicted_power(m, a0, power, 0.05, rate) for a0, power in tried]
