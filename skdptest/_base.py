@@ -389,8 +389,8 @@ def validate_input(estimator, X, y="no_validation", *, numeric_categories=True, 
     if numeric:
         kwargs.setdefault("dtype", "numeric")
     out = None
-    if not with_y and kwargs.keys() <= _PLAIN_KWARGS and kwargs["dtype"] == "numeric":
-        out = _validate_plain_array(estimator, X, kwargs.get("reset", True))
+    if _plain_call(kwargs, with_y, y):
+        out = _validate_plain(estimator, X, y if with_y else None, kwargs.get("reset", True))
     if out is None:
         out = _validate_data(estimator, X, y, with_y, kwargs)
     if numeric:
@@ -412,30 +412,38 @@ def _validate_data(estimator, X, y, with_y, kwargs):
         raise better from None  # no chained message: it would carry the imputer advice
 
 
-#: The ``validate_input`` keywords of a plain ``X`` (the fit path's common case).
+#: The ``validate_input`` keywords of the fit path's common cases: a plain ``X``, and a
+#: plain ``X`` with a plain ``y`` (``y_numeric`` only converts object labels).
 _PLAIN_KWARGS = frozenset({"reset", "dtype"})
+_PLAIN_XY_KWARGS = frozenset({"reset", "dtype", "y_numeric"})
 
 
-def _validate_plain_array(estimator, X, reset):
-    """``validate_data(estimator, X, reset=reset, dtype="numeric")`` for the common case,
-    or ``None`` to leave the input to it.
+def _plain_call(kwargs, with_y, y):
+    """Whether ``validate_data`` is called as on the fit path's common cases."""
+    dtype = kwargs.get("dtype")
+    if not (isinstance(dtype, str) and dtype == "numeric"):
+        return False
+    if with_y:
+        return y is not None and kwargs.keys() <= _PLAIN_XY_KWARGS
+    return kwargs.keys() <= _PLAIN_KWARGS
 
-    The common case is a non-empty, finite 2-D ``np.ndarray`` of bools, integers or
-    floats of at most 64 bits that ``validate_data`` would accept: it returns ``X``
-    itself, (re)sets ``n_features_in_`` and removes ``feature_names_in_`` (a plain array
-    has no names). That costs ~0.2 ms of dataframe probes per fit there. Anything else,
-    every input it would refuse or warn about included, goes to ``validate_data``, so
-    its checks, messages and warnings are unchanged (``tests/test_base.py`` compares
-    both paths).
+
+def _validate_plain(estimator, X, y, reset):
+    """``validate_data(estimator, X[, y], reset=reset, dtype="numeric")`` for the common
+    case, or ``None`` to leave the input to it.
+
+    The common case is a non-empty, finite 2-D ``np.ndarray`` ``X`` of bools, integers
+    or floats of at most 64 bits (and, when ``y`` is given, a 1-D one of as many rows)
+    that ``validate_data`` would accept: it returns ``X`` itself (and ``y`` as a
+    C-contiguous 1-D array, as ``column_or_1d`` does), (re)sets ``n_features_in_`` and
+    removes ``feature_names_in_`` (a plain array has no names). That costs ~0.2 ms of
+    dataframe probes per fit there. Anything else, every input it would refuse or warn
+    about included, goes to ``validate_data``, so its checks, messages and warnings are
+    unchanged (``tests/test_base.py`` compares both paths).
     """
-    if (type(X) is not np.ndarray or X.ndim != 2 or 0 in X.shape
-            or X.dtype.kind not in "biuf" or X.dtype.itemsize > 8):
+    if not _plain_numbers(X, 2) or (y is not None and not (
+            _plain_numbers(y, 1) and y.shape[0] == X.shape[0])):
         return None
-    if X.dtype.kind == "f":
-        # A finite sum proves every element finite (scikit-learn's own first pass).
-        with np.errstate(over="ignore", invalid="ignore"):
-            if not np.isfinite(np.add.reduce(X, axis=None)):
-                return None
     if sklearn.get_config()["array_api_dispatch"]:
         return None
     if reset:
@@ -445,7 +453,20 @@ def _validate_plain_array(estimator, X, reset):
     elif getattr(estimator, "feature_names_in_", None) is not None or (
             hasattr(estimator, "n_features_in_") and estimator.n_features_in_ != X.shape[1]):
         return None  # scikit-learn's warning or refusal
-    return X
+    return X if y is None else (X, np.asarray(np.reshape(y, (-1,)), order="C"))
+
+
+def _plain_numbers(A, ndim):
+    """Whether ``A`` is a non-empty, finite ``ndim``-D ndarray of bools, integers or
+    floats of at most 64 bits (the arrays ``validate_data`` returns unchanged)."""
+    if (type(A) is not np.ndarray or A.ndim != ndim or 0 in A.shape
+            or A.dtype.kind not in "biuf" or A.dtype.itemsize > 8):
+        return False
+    if A.dtype.kind == "f":
+        # A finite sum proves every element finite (scikit-learn's own first pass).
+        with np.errstate(over="ignore", invalid="ignore"):
+            return bool(np.isfinite(np.add.reduce(A, axis=None)))
+    return True
 
 
 def _is_frozen_law(value):

@@ -191,7 +191,31 @@ def _refused_or_other_inputs():
 _PRIORS = ["fresh", "named", "three features", "five features"]
 
 
-def _validated(X, reset, prior):
+def _ys(n):
+    """Labels of n rows for the paired path: plain ones, and ones validate_data handles."""
+    rng = np.random.default_rng(5)
+    y = rng.normal(size=2 * n)
+    bad = y[:n].copy()
+    bad[0] = np.nan
+    return {
+        "float y": y[:n].copy(), "strided y": y[::2], "int y": (y[:n] * 5).astype(np.int64),
+        "bool y": y[:n] > 0, "column y": y[:n, None], "nan y": bad, "short y": y[: n - 1],
+        "list y": list(y[:n]), "object y": y[:n].astype(object), "None y": None,
+        "2-column y": np.ones((n, 2)), "longdouble y": y[:n].astype(np.longdouble),
+    }
+
+
+def _described(out, X, y):
+    """What an accepted validation returns, by value, dtype, layout and sharing."""
+    if not isinstance(out, tuple):
+        return ("accepted", out is X, out.dtype, out.shape)
+    X_out, y_out = out
+    return ("accepted", X_out is X, X_out.dtype, X_out.shape, y_out.dtype, y_out.shape,
+            y_out.tolist(), y_out.flags.c_contiguous, type(y_out),
+            isinstance(y, np.ndarray) and np.shares_memory(y_out, y))
+
+
+def _validated(X, reset, prior, y="no_validation", **kwargs):
     """validate_input's outcome: result, attributes left, warnings (a fresh estimator)."""
     est = PrivateEValueTest()
     if prior == "named":
@@ -201,12 +225,15 @@ def _validated(X, reset, prior):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            out = validate_input(est, X, reset=reset)
-            result = ("accepted", out is X, out.dtype, out.shape)
+            result = _described(validate_input(est, X, y, reset=reset, **kwargs), X, y)
         except Exception as exc:  # noqa: BLE001 - the refusal is what is compared
             result = (type(exc), str(exc))
     state = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in vars(est).items()}
     return result, state, [(w.category, str(w.message)) for w in caught]
+
+
+def _without_plain_path(monkeypatch):
+    monkeypatch.setattr(_base, "_validate_plain", lambda *args: None)
 
 
 @pytest.mark.parametrize("reset", [True, False])
@@ -214,26 +241,47 @@ def _validated(X, reset, prior):
 def test_plain_array_path_equals_validate_data(reset, prior, monkeypatch):
     inputs = {**_plain_inputs(), **_refused_or_other_inputs()}
     fast = {name: _validated(X, reset, prior) for name, X in inputs.items()}
-    monkeypatch.setattr(_base, "_validate_plain_array", lambda *args: None)
+    _without_plain_path(monkeypatch)
     slow = {name: _validated(X, reset, prior) for name, X in inputs.items()}
     assert fast == slow
+
+
+def test_plain_pair_path_equals_validate_data(monkeypatch):
+    # X's own cases are those of the test above; here y's, with a plain and a refused X.
+    xs = [_plain_inputs()["int8"], _refused_or_other_inputs()["nan"]]
+    kwargs = [{}, {"y_numeric": True}]
+    cases = [(X, y, kw, prior, reset) for X in xs for y in _ys(len(X)).values()
+             for kw in kwargs for prior in ("fresh", "named") for reset in (True, False)]
+    cases.append((xs[0], _ys(len(xs[0]))["float y"], {"multi_output": True}, "fresh", True))
+
+    def outcomes():
+        return [_validated(X, reset, prior, y, **kw) for X, y, kw, prior, reset in cases]
+
+    fast = outcomes()
+    _without_plain_path(monkeypatch)
+    assert fast == outcomes()
 
 
 def test_plain_arrays_take_the_plain_path():
     for name, X in _plain_inputs().items():
         expected = None if "huge" in name else X  # a non-finite sum goes to validate_data
-        assert _base._validate_plain_array(PrivateEValueTest(), X, True) is expected, name
+        assert _base._validate_plain(PrivateEValueTest(), X, None, True) is expected, name
+        y = np.arange(len(X), dtype=float)[::-1]
+        out = _base._validate_plain(PrivateEValueTest(), X, y, True)
+        if expected is None:
+            assert out is None, name
+        else:
+            assert out[0] is X and np.array_equal(out[1], y) and out[1].flags.c_contiguous
     for name, X in _refused_or_other_inputs().items():
         if isinstance(X, np.ndarray):
-            assert _base._validate_plain_array(PrivateEValueTest(), X, True) is None, name
+            assert _base._validate_plain(PrivateEValueTest(), X, None, True) is None, name
 
 
-def test_plain_path_leaves_an_accepted_fit_unchanged():
+def test_plain_path_leaves_an_accepted_fit_unchanged(monkeypatch):
     X = np.random.default_rng(4).normal(size=(40, 1))
     est = PrivateEValueTest(stats.norm(0, 1), stats.norm(1, 1), random_state=0)
     fast = est.fit(X).result_
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_base, "_validate_plain_array", lambda *args: None)
-        slow = PrivateEValueTest(stats.norm(0, 1), stats.norm(1, 1), random_state=0).fit(X)
+    _without_plain_path(monkeypatch)
+    slow = PrivateEValueTest(stats.norm(0, 1), stats.norm(1, 1), random_state=0).fit(X)
     assert fast == slow.result_
     assert est.n_features_in_ == slow.n_features_in_ == 1
