@@ -759,11 +759,13 @@ class _UnivariateLaws(_Laws):
     def _null_log_density(self, X):
         return self.null.logpdf(X[:, 0])
 
-    def _crossings(self, a, b, pred):
+    def _crossings(self, a, b, pred, fa=None):
         """Brackets (lo, hi) of adjacent floats with pred(lo) = pred(a) != pred(hi),
-        by bisection of all cells [a_i, b_i] at once; the switch lies in [lo, hi]."""
+        by bisection of all cells [a_i, b_i] at once; the switch lies in [lo, hi].
+        ``fa``: pred at a when known (grid points: their L is kept)."""
         a, b = a.copy(), b.copy()
-        fa = _apply(pred, self._lr(a), np.arange(a.size))
+        if fa is None:
+            fa = _apply(pred, self._lr(a), np.arange(a.size))
         left = 2100  # enough halvings to reach adjacent floats from any range
         while left > 0:
             depth = min(_BISECT_DEPTH, left)
@@ -808,24 +810,21 @@ class _UnivariateLaws(_Laws):
             a[todo], b[todo] = lo[node[todo], cols[todo]], hi[node[todo], cols[todo]]
         return moved
 
-    def _set(self, pred):
-        """{x : pred(L(x))} as sorted disjoint intervals, and the crossing brackets.
+    def _switches(self, inside):
+        """The grid cells [x_i, x_i+1] where ``inside`` switches: their ends (a, b) and
+        ``inside`` at a (L at the grid points is kept: the same elementwise values)."""
+        i = np.flatnonzero(inside[1:] != inside[:-1])
+        return self.grid[i], self.grid[i + 1], inside[i]
+
+    @staticmethod
+    def _pieces(inside, brackets):
+        """{x : pred(L(x))} as sorted disjoint intervals, and the crossing brackets,
+        from ``inside`` = pred(L) on the grid and the brackets of its switches.
 
         ``pred`` must be one-sided (L < t or L > t): on a cell where L is monotone it
         then switches at most once, and the switch shows at the cell's ends. The
         interval ends are cut inside the brackets (adjacent floats).
         """
-        inside = pred(self._g)
-        return self._pieces(inside, self._crossings(*self._switches(inside), pred))
-
-    def _switches(self, inside):
-        """The grid cells [x_i, x_i+1] where ``inside`` switches: their ends (a, b)."""
-        i = np.flatnonzero(inside[1:] != inside[:-1])
-        return self.grid[i], self.grid[i + 1]
-
-    @staticmethod
-    def _pieces(inside, brackets):
-        """The pieces of :meth:`_set` from the grid's ``inside`` and the brackets."""
         edges = [-math.inf, *(0.5 * (a + b) for a, b in brackets), math.inf]
         # the pieces alternate between inside and outside, starting with inside[0]
         start = 0 if inside[0] else 1
@@ -868,14 +867,15 @@ class _UnivariateLaws(_Laws):
         def nan_false(f):
             return lambda g: np.where(np.isnan(g), False, f(g))
 
-        # the sets {L < lo} and {L > hi} of :meth:`_set`, their crossings searched
+        # the sets {L < lo} and {L > hi} (:meth:`_pieces`), their crossings searched
         # together: each cell bisects on its own predicate, so the brackets are the
         # same, with half the logpdf calls (scipy's overhead per call dominates)
         preds = (nan_false(lambda g: g < lo), nan_false(lambda g: g > hi))
         insides = [pred(self._g) for pred in preds]
-        (a_b, b_b), (a_a, b_a) = (self._switches(inside) for inside in insides)
+        (a_b, b_b, f_b), (a_a, b_a, f_a) = (self._switches(inside) for inside in insides)
         brackets = self._crossings(np.concatenate([a_b, a_a]), np.concatenate([b_b, b_a]),
-                                   _Cellwise(preds, np.arange(a_b.size + a_a.size) >= a_b.size))
+                                   _Cellwise(preds, np.arange(a_b.size + a_a.size) >= a_b.size),
+                                   np.concatenate([f_b, f_a]))
         br_b, br_a = brackets[:a_b.size], brackets[a_b.size:]
         below, above = self._pieces(insides[0], br_b)[0], self._pieces(insides[1], br_a)[0]
         # The band {lo <= L <= hi} is the complement of the two one-sided sets: a band
