@@ -134,7 +134,7 @@ def test_tilt_equals_its_reference():
         with np.errstate(divide="ignore"):
             logm = np.log(m)
         top = j[m > 0][-1]
-        for target in (0.5 / 7, 0.3, m @ j, 0.5 * top, top - 0.5 / 7, top - 1e-9):
+        for target in (0.5 / 7, m @ j, 0.5 * top, top - 1e-9):
             assert LatticeExact._tilt(logm, j, target) == \
                 _tilt_reference(logm, j, target)
 
@@ -253,14 +253,14 @@ def test_likelihood_bounds_equal_the_previous_window_sums(monkeypatch):
 def test_confidence_bounds_equal_the_previous_computation(monkeypatch):
     from skdptest.evalue._csbounds import MassCache, MixturePrior, confidence_bounds
     for prior in (MixturePrior(64), MixturePrior(64, scale=[0.01, 0.05, 0.3])):
-        for ys, ns, rate in _cs_cases()[:4]:
+        for ys, ns, rate in _cs_cases()[1:4]:  # p = 0, p = 1, a slow rate
             new, cache = [], MassCache()
-            for k in range(1, ys.size + 1):  # a stream: the running sums reused
+            for k in (1, 3, 5):  # a stream: the running sums reused
                 new.append(confidence_bounds(ys[:k], ns[:k], rate, 0.05, prior, cache))
             with monkeypatch.context() as m:
                 _old_csbounds(m)
                 old, cache = [], MassCache()
-                for k in range(1, ys.size + 1):
+                for k in (1, 3, 5):
                     old.append(confidence_bounds(ys[:k], ns[:k], rate, 0.05, prior, cache))
             assert new == old
             a, b = _cells()
