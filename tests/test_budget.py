@@ -1252,3 +1252,33 @@ def test_refused_spend_gives_up_its_ticket(tmp_path):
     assert len(budget) == 0
     budget.spend(0.5)
     assert _tickets(path) == []
+
+
+# -- the amount check's fast path -------------------------------------------------------
+
+
+@pytest.mark.parametrize("upper", [None, 1.0])
+@pytest.mark.parametrize("strictly_positive", [True, False])
+def test_amount_fast_path_returns_what_the_constraint_returns(strictly_positive, upper):
+    from numbers import Real
+
+    from skdptest._params import Interval, check_value
+
+    closed = "neither" if strictly_positive else "left"
+    tiny = 5e-324
+    values = [0.0, -0.0, tiny, -tiny, 0.5, 1.0 - 2**-53, 1.0, 1.0 + 2**-52, 2.0, 1e308,
+              1.7976931348623157e308, math.inf, -math.inf, math.nan, -1.0, 1, 0, True,
+              np.float64(0.5), np.float32(0.5), np.int64(1), "0.5", None]
+    for value in values:
+        try:
+            expected = check_value(value, [Interval(Real, 0, upper, closed=closed)], "eps")
+        except InvalidParameterError as exc:
+            with pytest.raises(InvalidParameterError) as info:
+                _budget._check_amount(value, "eps", strictly_positive=strictly_positive,
+                                      upper=upper)
+            assert str(info.value) == str(exc)
+            continue
+        got = _budget._check_amount(value, "eps", strictly_positive=strictly_positive,
+                                    upper=upper)
+        # The same object (so the same bits, -0.0 included) and the same type.
+        assert type(got) is type(expected) and (got is expected or got.hex() == expected.hex())
