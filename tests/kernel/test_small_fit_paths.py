@@ -184,3 +184,72 @@ def test_exact_sum_flush_is_fsum_on_empty_infinite_and_cancelling_input():
     v = np.array([1e308, 5e307, -1e308, 5e-324, -2.5e-308, 3.0, -3.0, 2.0**-1074])
     assert exact(v, -v[:3], v[3:]) == math.fsum(np.r_[v, -v[:3], v[3:]])
     assert math.isnan(exact([1.0, np.inf])) and math.isnan(exact([-np.inf, 2.0]))
+
+
+def _traces_one_permutation_at_a_time(X, Y, perms, idx, kx, ky, m, g, block_rows):
+    """_exact_traces as it was: one _ExactSum per permutation, fed block by block."""
+    from skdptest.kernel import _hsic_exact as E
+
+    n = len(X)
+    chunk = max(1, max(4 * n * n, E._REFINE_MIN_BYTES) // (8 * n * E._ROW_TILE)) * E._ROW_TILE
+    sums = [E._ExactSum() for _ in idx]
+    sel = [np.asarray(perms[b], dtype=np.intp) for b in idx]
+    for c0 in range(0, n, chunk):
+        c1 = min(c0 + chunk, n)
+        Lc = E._gram_rows(ky, Y, c0, c1)
+        for s in range(0, n, block_rows):
+            e = min(s + block_rows, n)
+            W = E._lower_weights(s, e, n)
+            Kw = E._centred_rows(kx, X, m, g, s, e) * W
+            for acc, p in zip(sums, sel, strict=True):
+                a = p[s:e, None]
+                hi = np.maximum(a, p[None, :])
+                take = (W > 0) & (hi >= c0) & (hi < c1)
+                acc.add(Kw[take] * Lc[hi[take] - c0, np.minimum(a, p[None, :])[take]])
+    return np.array([acc.value() for acc in sums])
+
+
+@pytest.mark.parametrize("n, group, sweep", [(7, 2**17, None), (30, 2**17, None),
+                                             (130, 2**17, None), (130, 1, None),
+                                             (130, 64 * 130 * 3, 8 * 130 * 64)])
+def test_hsic_traces_summed_for_many_permutations_at_once_equal_one_at_a_time(
+        n, group, sweep, monkeypatch):
+    from skdptest.kernel import _hsic_exact as E
+    from skdptest.kernel._hsic_traces import draw_permutations
+
+    X, Y = _data(n, seed=9), _data(n, d=1, seed=10)
+    kx = resolve_kernel("rbf", None, None, X)
+    ky = resolve_kernel("laplacian", None, None, Y, name="y_kernel")
+    perms = draw_permutations(n, 23, np.random.default_rng(11))
+    m, g = E._column_means(kx, X)
+    monkeypatch.setattr(E, "_GROUP_ENTRIES", group)  # groups of 1, 3 or all permutations
+    if sweep is not None:  # L rows in several sweeps
+        monkeypatch.setattr(E, "_REFINE_MIN_BYTES", sweep)
+    for idx in (range(24), np.array([23, 0, 5, 5]), np.array([], dtype=np.int64)):
+        new = E._exact_traces(X, Y, perms, idx, kx, ky, m, g, 64)
+        old = _traces_one_permutation_at_a_time(X, Y, perms, idx, kx, ky, m, g, 64)
+        assert new.dtype == old.dtype and new.shape == old.shape
+        np.testing.assert_array_equal(new, old)
+
+
+def test_exact_sums_of_many_groups_equal_one_exact_sum_each():
+    from skdptest.kernel._hsic_exact import _ExactSum, _ExactSums
+
+    rng = np.random.default_rng(12)
+    v = rng.normal(size=3000) * 10.0 ** rng.uniform(-300, 300, size=3000)
+    v[[5, 70]] = np.inf
+    v[900] = np.nan
+    v[[1, 2, 3]] = [5e-324, -0.0, 1e-310]
+    which = rng.integers(0, 6, size=3000)
+    which[which == 4] = 3  # groups 0 (before first), 5 and 7 get no value
+    sums = _ExactSums(8)
+    for part in np.array_split(np.arange(3000), 5):
+        sums.add(1, which[part], v[part])
+    expected = []
+    for k in range(8):
+        one = _ExactSum()
+        one.add(v[which == k - 1])
+        expected.append(one.value())
+    np.testing.assert_array_equal(sums.values(), expected)
+    assert expected[0] == expected[5] == expected[7] == 0.0
+    assert np.isnan(expected).sum() >= 1 and np.isfinite(expected).sum() >= 4
