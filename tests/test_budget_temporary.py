@@ -154,3 +154,20 @@ def test_kill_9_mid_spend_on_a_temporary_ledger_loses_nothing():
     assert all(e.epsilon == 0.01 for e in entries)
     budget.spend(0.5, label="after the kills")  # the ledger is still writable
     assert len(budget) == len(entries) + 1
+
+
+def test_temporary_ledger_is_built_as_a_ledger_at_a_path(tmp_path, monkeypatch):
+    # A temporary ledger starts from the image of an empty ledger (_empty_ledger_image)
+    # plus its totals row; a ledger at a path runs every CREATE statement itself. With the
+    # same random id, the files are equal but for the header's commit counters (bytes
+    # 24-27 and 92-95: one commit more for the image).
+    monkeypatch.setattr(_budget.secrets, "token_hex", lambda n: "ab" * n)
+    made = PrivacyBudget(epsilon=0.5, delta=1e-9)
+    built = PrivacyBudget(epsilon=0.5, delta=1e-9, path=tmp_path / "ledger.sqlite")
+    assert made._ledger_id == built._ledger_id == "ab" * 16
+    with open(made.path, "rb") as a, open(built.path, "rb") as b:
+        made_bytes, built_bytes = a.read(), b.read()
+    assert len(made_bytes) == len(built_bytes) == 4 * 4096
+    differ = [i for i in range(len(made_bytes)) if made_bytes[i] != built_bytes[i]]
+    assert differ and set(differ) <= set(range(24, 28)) | set(range(92, 96))
+    assert made_bytes[24:28] == made_bytes[92:96]  # the header stays self-consistent
