@@ -75,12 +75,37 @@ def _noise_sf(j, rate):
 
 @functools.lru_cache(maxsize=64)
 def _wealth_points(grid, log_cap):
-    """Abscissae (0, e^{hk} for |hk| <= log_cap, e^{h K}) of the bound, cached per grid."""
+    """Abscissae (0, e^{hk} for |hk| <= log_cap, e^{h K}) of the bound, cached per grid
+    with the parts the majorant reads (:class:`_Abscissae`)."""
     k_cap = math.ceil(log_cap / grid)
     k = np.arange(-k_cap, k_cap + 1, dtype=np.int64)
     w = np.concatenate([[0.0], np.exp(k * grid), [math.exp(k_cap * grid)]])
     w.flags.writeable = False
-    return k_cap, k, w
+    return k_cap, k, _Abscissae(w)
+
+
+class _Abscissae:
+    """The parts of the abscissae w that :func:`_majorant_at_one` reads for every y: the
+    points left and right of 1 (index arrays, or slices when w is sorted, as the wealth
+    points are) and 1 − w, w − 1 on them. Computed once per grid, they are the same
+    floats the majorant would compute on each call."""
+
+    def __init__(self, w):
+        left, right = w < 1.0, w > 1.0
+        self.w = w
+        self.left, self.right = _as_slice(left), _as_slice(right)
+        self.wl, self.wr = w[self.left], w[self.right]
+        self.one_minus_wl, self.wr_minus_one = 1.0 - self.wl, self.wr - 1.0
+        self.one_minus_w = 1.0 - w
+
+
+def _as_slice(mask):
+    """``mask`` as a slice when its True entries are contiguous (a view selects the same
+    entries as the mask, without the copy), else as the mask."""
+    idx = np.flatnonzero(mask)
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return mask
 
 
 def _majorant_at_one(w, y):
@@ -88,18 +113,22 @@ def _majorant_at_one(w, y):
     max_k y_k + s (1 − w_k). Any s gives a valid upper bound; s is found by alternating
     the best right and left partners of a chord over 1 (which ends at the hull edge
     over 1), then the bound at that s is returned."""
-    left, right = w < 1.0, w > 1.0
-    wl, yl, wr, yr = w[left], y[left], w[right], y[right]
+    return _majorant_on(_Abscissae(w), y)
+
+
+def _majorant_on(a, y):
+    """:func:`_majorant_at_one` on abscissae prepared by :class:`_Abscissae`."""
+    wl, yl, wr, yr = a.wl, y[a.left], a.wr, y[a.right]
     i, j = int(np.argmax(yl)), -1
     for _ in range(200):
-        j_new = int(np.argmax((yl[i] * (wr - 1.0) + yr * (1.0 - wl[i])) / (wr - wl[i])))
-        i_new = int(np.argmax((yl * (wr[j_new] - 1.0) + yr[j_new] * (1.0 - wl))
+        j_new = int(np.argmax((yl[i] * a.wr_minus_one + yr * (1.0 - wl[i])) / (wr - wl[i])))
+        i_new = int(np.argmax((yl * a.wr_minus_one[j_new] + yr[j_new] * a.one_minus_wl)
                               / (wr[j_new] - wl)))
         if (i_new, j_new) == (i, j):
             break
         i, j = i_new, j_new
     s = max(0.0, (yr[j] - yl[i]) / (wr[j] - wl[i]))
-    return float(np.max(y + s * (1.0 - w)))
+    return float(np.max(y + s * a.one_minus_w))
 
 
 def wealth_pvalue(release, grid, rate, *, log_cap=_LOG_WEALTH_CAP):
@@ -129,7 +158,7 @@ def wealth_pvalue(release, grid, rate, *, log_cap=_LOG_WEALTH_CAP):
     k_cap, k, w = _wealth_points(float(grid), float(log_cap))
     r = int(release)
     y = np.concatenate([_noise_sf([r + k_cap + 1], rate), _noise_sf(r - k, rate), [1.0]])
-    return min(1.0, _majorant_at_one(w, y))
+    return min(1.0, _majorant_on(w, y))
 
 
 def _noise_quantile(rate, level):
