@@ -97,6 +97,8 @@ class _Abscissae:
         self.wl, self.wr = w[self.left], w[self.right]
         self.one_minus_wl, self.wr_minus_one = 1.0 - self.wl, self.wr - 1.0
         self.one_minus_w = 1.0 - w
+        for part in (self.wl, self.wr, self.one_minus_wl, self.wr_minus_one, self.one_minus_w):
+            part.flags.writeable = False  # shared by every call on the grid (cached)
 
 
 def _as_slice(mask):
