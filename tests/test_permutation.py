@@ -318,3 +318,25 @@ def test_parameter_errors():
         dp_permutation_pvalue(s, 1.0, 1e-6, 0.0, rng)
     with pytest.raises(ValueError, match="overflows int64"):
         dp_permutation_pvalue(np.array([1e30, 0.0]), 1e-6, 1.0, 0.0, rng)
+
+
+def test_noise_kept_per_parameter_set_equals_a_fresh_computation():
+    # permutation_noise keeps its result per validated (public) parameter set: the same
+    # DiscreteNoise as the uncached computation, for equal keys of other types too
+    from skdptest import _permutation
+
+    fresh = _permutation._noise_of.__wrapped__
+    cases = [(1.0, 1.0, 0.0, 0.0), (0.0707, 0.9, 1e-6, 1.3e-13), (2.0**-40, 50.0, 0.0, 0.0),
+             (1e12, 1e-3, 0.5, 7.0), (3.0, 2.0**-10, 0.999, 2.0**-1074)]
+    for sens, eps, delta, err in cases:
+        first = permutation_noise(sens, eps, delta, abs_error=err)
+        assert first == fresh(sens, eps, delta, err)
+        assert permutation_noise(sens, eps, delta, abs_error=err) == first
+    assert permutation_noise(2, 1, 0, abs_error=0) == fresh(2.0, 1.0, 0.0, 0.0)
+    assert (permutation_noise(np.float64(2.0), np.float32(0.5), -0.0, abs_error=-0.0)
+            == fresh(2.0, 0.5, 0.0, 0.0))
+    for _ in range(2):  # refusals are raised every time, never kept
+        with pytest.raises(ValueError, match="too small for the exact sampler"):
+            permutation_noise(1.0, 1e-12)
+        with pytest.raises(ValueError, match="sensitivity"):
+            permutation_noise(math.nan, 1.0)
