@@ -13,12 +13,13 @@ from .._noise import RATE_BITS
 from .._params import InstanceOf, Interval, InvalidParameterError, NoneValue, Options
 from .._recorder import NoisePlan
 from .._warnings import warn_leak
-from ._cache import _cached, law_tokens, snapshot
+from ._cache import _cached, snapshot
 from ._evalue import (
     COMMON_CONSTRAINTS,
     batch_noised_quantities,
     check_laws,
     default_laws,
+    laws_tokens,
     mechanism_epsilon,
     warn_default_laws,
     warn_epsilon_cap,
@@ -401,7 +402,7 @@ class PrivateEProcess(BaseStreamingTest):
         warn_default_laws(params, X.shape[1])
         # keyed by the laws' values (fresh but equal law objects share one plan); a
         # plan keyed by value is built on private copies of the laws
-        tokens, anchors = law_tokens(params["null"], params["alternative"])
+        tokens, anchors = laws_tokens(params)
         key = ("plan", tokens, params["statistic"], params["epsilon"],
                params["beta"] is None, repr(params["schedule"]), params["rho"], X.shape[1])
 

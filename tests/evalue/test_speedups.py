@@ -381,3 +381,29 @@ def test_exact_log_density_with_kept_binomial_equals_fresh():
                     ys, stats.binom.logpmf(np.arange(n + 1), n, prob), model.noise_rate(eps),
                     block_terms=2_000_000)
                 assert np.array_equal(got, want)
+
+
+# -- the laws' cache tokens: computed once per fit by check_laws ------------------------
+
+def test_checked_params_carry_the_laws_fresh_tokens():
+    from types import MappingProxyType
+
+    from scipy import stats
+
+    from skdptest.evalue._cache import law_tokens
+    from skdptest.evalue._evalue import check_laws, laws_tokens
+
+    class Custom(stats.rv_continuous):  # a user subclass: keyed by identity
+        def _pdf(self, x):
+            return np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+
+    for null, alt in [(stats.norm(0, 1), stats.norm(0.3, 1)),
+                      (stats.binom(5, 0.2), stats.binom(5, 0.5)),
+                      (Custom(name="c")(), stats.norm(0.3, 1))]:
+        params = MappingProxyType({"null": null, "alternative": alt})
+        checked = check_laws(params)
+        assert laws_tokens(checked) == law_tokens(null, alt) == laws_tokens(params)
+        held, fresh = laws_tokens(checked)[1], law_tokens(null, alt)[1]
+        assert len(held) == len(fresh) and all(a is b for a, b in zip(held, fresh, strict=True))
+    none = MappingProxyType({"null": None, "alternative": None})
+    assert check_laws(none) is none  # nothing to key
