@@ -10,10 +10,11 @@ from scipy import special
 
 from skdptest._special import logsumexp
 
-# The max-separated algorithm (log1p(s) + log(m) + max, direct fallback where not finite)
-# was read and verified operation for operation in scipy 1.17's special/_logsumexp.py;
-# other versions may order the float operations differently, so bit equality is only
-# asserted there (the accuracy tests below always run).
+# The max-separated algorithm (log1p(s) + log(m) + max) entered scipy with PR #21597
+# (scipy 1.15); its operation order, with the direct fallback where not finite, was read
+# and verified in scipy 1.17's special/_logsumexp.py only. Other versions may order the
+# float operations differently, so bit equality is asserted on 1.17 alone (the accuracy
+# tests below always run).
 _SCIPY = tuple(int(p) for p in scipy.__version__.split(".")[:2])
 same_algorithm = pytest.mark.skipif(
     _SCIPY != (1, 17),
