@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -114,7 +115,16 @@ def default_mechanisms(epsilon):
     (63, 0.05)
     """
     eps_t = DEFAULT_EPSILON_RATIO * epsilon
-    return [NoisyThresholdQuery(_BelowFraction(c), 0.0, eps_t) for c in _dyadic_grid()]
+    grid = _dyadic_grid()
+    # the constructor checks ε_t, the threshold and Δ, the same for all 63: check them
+    # once and copy the checked query (its checks were most of a default plan)
+    first = NoisyThresholdQuery(_BelowFraction(grid[0]), 0.0, eps_t)
+    out = [first]
+    for c in grid[1:]:
+        query = copy.copy(first)
+        query.statistic = _BelowFraction(c)
+        out.append(query)
+    return out
 
 
 def _check_target(value, name):

@@ -146,6 +146,22 @@ def test_default_mechanisms_find_the_median_on_a_dyadic_grid():
     assert len(gtm.mechanisms_) == 63 and gtm.p_star_ == [0.5] * 63
 
 
+def test_default_mechanisms_are_the_queries_the_constructor_builds():
+    from skdptest.threshold._gtm import _BelowFraction, _dyadic_grid, default_mechanisms
+
+    for epsilon in (1.0, 0.3, 7.5, 2e-300):
+        got = default_mechanisms(epsilon)
+        assert len({id(m) for m in got}) == len(got) == 63
+        for mech, c in zip(got, _dyadic_grid(), strict=True):
+            want = NoisyThresholdQuery(_BelowFraction(c), 0.0, 0.05 * epsilon)
+            assert type(mech) is NoisyThresholdQuery and repr(mech) == repr(want)
+            assert {k: v for k, v in vars(mech).items() if k != "statistic"} == \
+                {k: v for k, v in vars(want).items() if k != "statistic"}
+            assert type(mech.statistic) is _BelowFraction and mech.statistic.c == c
+    with pytest.raises(ValueError, match="epsilon"):  # ε_t = 0: the constructor's refusal
+        default_mechanisms(5e-324)
+
+
 def test_score_is_charged_and_scores_early_acceptance():
     budget = PrivacyBudget(epsilon=10.0)
     mechs = [NoisyThresholdQuery(lambda X, y, c=c: c, 0.0, 0.1) for c in (-80, 80, 80)]
