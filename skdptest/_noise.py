@@ -582,6 +582,8 @@ def _floor_few(values, grid):
     quotients = [v / grid for v in vals]  # ±inf on overflow, as numpy's
     if not all([-_INT64_LIMIT <= q < _INT64_LIMIT for q in quotients]):
         raise ValueError(f"values / grid overflows int64 (grid={grid}).")
-    floors = [-1 if q == 0 and v < 0 else math.floor(q)
+    # a tiny negative quotient underflows to ±0, whose floor is −1; the same operations
+    # for every value (no branch on a private value: bitwise & of both comparisons)
+    floors = [math.floor(q) - ((q == 0) & (v < 0))
               for q, v in zip(quotients, vals, strict=True)]
     return np.array(floors, dtype=np.int64).reshape(values.shape)
