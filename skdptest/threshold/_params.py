@@ -206,8 +206,10 @@ def constant_work_evaluations(log_rate_bound, failure_probability_t):
     -------
     m : int
         Number of evaluations, ≥ 1. Above a rate of 1e15 (far beyond what a
-        constant-work search accepts to run) an upper bound is returned instead:
-        the Chernoff quantile of Po(bound), at least the exact one.
+        constant-work search accepts to run), and wherever scipy's quantile is not
+        finite (β_t below about 1.1e-16, where 1 − β_t rounds to 1, or very large
+        rates), an upper bound is returned instead: the Bernstein quantile of
+        Po(bound), at least the exact one.
 
     Notes
     -----
@@ -223,7 +225,9 @@ def constant_work_evaluations(log_rate_bound, failure_probability_t):
     """
     if log_rate_bound <= math.log(1e15):
         rate = math.exp(log_rate_bound)
-        return max(int(stats.poisson.ppf(1.0 - failure_probability_t, rate)), 1)
+        quantile = stats.poisson.ppf(1.0 - failure_probability_t, rate)
+        if math.isfinite(quantile):
+            return max(int(quantile), 1)
     # Pr[Po(λ) ≥ λ + x] ≤ exp(−x² / (2(λ + x/3))) (Bernstein); solve for that bound = β_t
     rate = math.exp(min(log_rate_bound, 700.0))
     a = -math.log(failure_probability_t)  # (1 / β_t overflows for subnormal β_t)

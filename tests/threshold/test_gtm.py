@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 from sklearn.base import BaseEstimator, clone
 
 import skdptest.threshold._gtm as gtm_module
@@ -471,6 +471,29 @@ def test_memoised_constant_work_equals_the_plain_computation():
     # np.float64 and int keys hit the float's entry with the same value
     assert constant_work_evaluations(np.float64(3.0), 0.01) == plain(3.0, 0.01)
     assert constant_work_evaluations(3, 0.01) == plain(3.0, 0.01)
+
+
+@pytest.mark.parametrize(("log_rate", "beta"), [
+    (math.log(5.0), 1e-17),   # 1 - beta rounds to 1: scipy's quantile is inf
+    (math.log(5.0), 5e-324),
+    (29.25, 1e-9),            # rate ~5e12: scipy's quantile is nan
+    (math.log(1e14), 1e-20),
+])
+def test_constant_work_falls_back_to_a_valid_bound_where_scipy_fails(log_rate, beta):
+    assert not np.isfinite(stats.poisson.ppf(1.0 - beta, math.exp(log_rate)))
+    m = constant_work_evaluations.__wrapped__(log_rate, beta)
+    assert type(m) is int and m >= 1
+    # independent check of Pr[Po(rate) > m] <= beta: the regularised incomplete gamma
+    assert special.pdtrc(m, math.exp(log_rate)) <= beta
+
+
+def test_tiny_failure_probability_fits_instead_of_crashing():
+    # beta_t below 1.1e-16 made scipy's Poisson quantile inf: OverflowError in the plan
+    X = np.random.default_rng(0).normal(size=(50, 1))
+    for work in ("poisson", "constant"):
+        est = GeneralizedThresholdMechanism(failure_probability=1e-12, work=work,
+                                            random_state=0).fit(X)
+        assert est.result_.n_mechanisms == 63 and est.result_.n_examined >= 1
 
 
 # -- accuracy by Monte Carlo ---------------------------------------------------------------
