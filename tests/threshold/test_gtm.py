@@ -487,13 +487,15 @@ def test_constant_work_falls_back_to_a_valid_bound_where_scipy_fails(log_rate, b
     assert special.pdtrc(m, math.exp(log_rate)) <= beta
 
 
-def test_tiny_failure_probability_fits_instead_of_crashing():
+def test_tiny_failure_probability_plans_instead_of_crashing():
     # beta_t below 1.1e-16 made scipy's Poisson quantile inf: OverflowError in the plan
+    kw = dict(KW, failure_probability=1e-12)
+    for t in (1, 2, 63):
+        sp = gtm_step_parameters(t, 1.0 / 63, 0.0, 0.5, **kw)
+        assert type(sp.constant_work) is int and sp.constant_work >= 1
     X = np.random.default_rng(0).normal(size=(50, 1))
-    for work in ("poisson", "constant"):
-        est = GeneralizedThresholdMechanism(failure_probability=1e-12, work=work,
-                                            random_state=0).fit(X)
-        assert est.result_.n_mechanisms == 63 and est.result_.n_examined >= 1
+    est = GeneralizedThresholdMechanism(failure_probability=1e-12, random_state=0).fit(X)
+    assert est.result_.n_mechanisms == 63 and est.result_.n_examined >= 1
 
 
 # -- accuracy by Monte Carlo ---------------------------------------------------------------
