@@ -66,13 +66,15 @@ def _random_case(rng):
 def test_bit_identical_to_scipy_on_random_arrays():
     rng = np.random.default_rng(20261202)
     compared = 0
-    for _ in range(1500):
+    # 400 random shapes, layouts, ties, specials and weights; the edge cases below
+    # pin each special branch on its own
+    for _ in range(400):
         a, axis, b = _random_case(rng)
         if a.size == 0 and a.ndim > 1 and axis is None:
             continue  # scipy 1.17 raises IndexError here (see the empty-input test)
         _identical(_ours(a, axis, b), _scipy(a, axis, b))
         compared += 1
-    assert compared > 1400
+    assert compared > 370
 
 
 EDGE_CASES = [
