@@ -1,5 +1,7 @@
 """Helpers shared by the rank-test files: exhaustive neighbours, exact release laws,
-and the null grid of type-I errors (run by a fast and a slow test per estimator).
+and the null grid of type-I errors (run by a fast and a slow test per estimator); and
+copies of the code that speed-ups replaced (regression oracles of test_tulap.py and
+test_mean.py).
 
 Imported by full name, ``from tests.classical._reference import ...`` (the repository
 root is on sys.path through pyproject's pytest ``pythonpath``; tests/ is a namespace
@@ -242,6 +244,56 @@ def confirmed_failures(run, cells, reps, seed):
 def scipy_tolerance(p, b):
     """Monte Carlo tolerance of a (B + 1) p-value around the exact one: 4 SE + 1/(B + 1)."""
     return 4 * math.sqrt(max(p * (1 - p), 1e-4) / b) + 1 / (b + 1)
+
+
+# -- the code before this session's speed-ups (regression oracles) -------------------------
+
+def tulap_other_side_every_time(law, rate, z, target, a, b):
+    """_tulap._other_side before the speed-up, log(-h(c)) evaluated again at every visit
+    to c (the regression oracle of test_tulap.py's
+    test_remembered_search_is_bit_identical_to_evaluating_every_time)."""
+    if z > b:
+        inner, sign = a, -1.0
+    else:
+        inner, sign = b, 1.0
+    mirror = inner + sign * max(math.floor(abs(z - (a if z < a else b))), 0)
+    if law.log_minus_h(mirror, rate) <= target:
+        outer = mirror
+    else:
+        inner, step = mirror, 1.0
+        outer = inner + sign * step
+        while law.log_minus_h(outer, rate) > target:
+            inner, step = outer, step * 2.0
+            outer = inner + sign * step
+            if step > 4.0 * (law.n + 1) + 1e6:
+                return sign * np.inf
+    while abs(outer - inner) > 1.0:
+        mid = inner + sign * math.floor(abs(outer - inner) / 2.0)
+        if law.log_minus_h(mid, rate) > target:
+            inner = mid
+        else:
+            outer = mid
+    l_in, l_out = law.log_minus_h(inner, rate), law.log_minus_h(outer, rate)
+    frac = -math.expm1(target - l_in) / -math.expm1(l_out - l_in) if l_out < l_in else 0.0
+    return inner + sign * min(max(frac, 0.0), 1.0)
+
+
+def wealth_majorant_at_one_as_first_written(w, y):
+    """_mean._majorant_at_one before the speed-up, every part of w computed on each call
+    (the regression oracle of test_mean.py's
+    test_prepared_abscissae_give_the_majorant_bit_for_bit)."""
+    left, right = w < 1.0, w > 1.0
+    wl, yl, wr, yr = w[left], y[left], w[right], y[right]
+    i, j = int(np.argmax(yl)), -1
+    for _ in range(200):
+        j_new = int(np.argmax((yl[i] * (wr - 1.0) + yr * (1.0 - wl[i])) / (wr - wl[i])))
+        i_new = int(np.argmax((yl * (wr[j_new] - 1.0) + yr[j_new] * (1.0 - wl))
+                              / (wr[j_new] - wl)))
+        if (i_new, j_new) == (i, j):
+            break
+        i, j = i_new, j_new
+    s = max(0.0, (yr[j] - yl[i]) / (wr[j] - wl[i]))
+    return float(np.max(y + s * (1.0 - w)))
 
 
 __all__ = [name for name in dir() if not name.startswith("_")] + ["stats"]

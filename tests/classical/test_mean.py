@@ -20,6 +20,7 @@ from skdptest.classical._mean import (
     wealth_pvalue,
     wealth_statistic,
 )
+from tests.classical._reference import wealth_majorant_at_one_as_first_written
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 
@@ -615,23 +616,6 @@ def test_type_one_error_of_fitted_estimators_two_groups_and_pairs(epsilon):
     assert rejections / (2 * reps) <= alpha + 2 * se
 
 
-def _majorant_at_one_as_first_written(w, y):
-    """The hull search with every part of w computed on each call (the reference of the
-    prepared abscissae)."""
-    left, right = w < 1.0, w > 1.0
-    wl, yl, wr, yr = w[left], y[left], w[right], y[right]
-    i, j = int(np.argmax(yl)), -1
-    for _ in range(200):
-        j_new = int(np.argmax((yl[i] * (wr - 1.0) + yr * (1.0 - wl[i])) / (wr - wl[i])))
-        i_new = int(np.argmax((yl * (wr[j_new] - 1.0) + yr[j_new] * (1.0 - wl))
-                              / (wr[j_new] - wl)))
-        if (i_new, j_new) == (i, j):
-            break
-        i, j = i_new, j_new
-    s = max(0.0, (yr[j] - yl[i]) / (wr[j] - wl[i]))
-    return float(np.max(y + s * (1.0 - w)))
-
-
 def test_prepared_abscissae_give_the_majorant_bit_for_bit():
     rng = np.random.default_rng(12)
     for grid, cap in ((2.0**-8, 40.0), (2.0**-2, 40.0), (1.0, 5.0), (2.0**-10, 3.0)):
@@ -640,10 +624,10 @@ def test_prepared_abscissae_give_the_majorant_bit_for_bit():
         for rate, r in ((0.004, 600), (0.5, 3), (3.0, -7), (1e-3, 10**6), (2.0, -10**6)):
             y = np.concatenate([_noise_sf([r + k_cap + 1], rate), _noise_sf(r - k, rate),
                                 [1.0]])
-            want = min(1.0, _majorant_at_one_as_first_written(points.w, y))
+            want = min(1.0, wealth_majorant_at_one_as_first_written(points.w, y))
             assert wealth_pvalue(r, grid, rate, log_cap=cap) == want
     # unsorted abscissae (masks, not slices), a point at 1, ties in y
     for _ in range(50):
         w = np.concatenate([[0.5, 2.0, 1.0, 0.0, 3.0], rng.uniform(0.0, 3.0, 15)])
         y = np.round(rng.uniform(0.0, 1.0, w.size), 1)
-        assert mean_module._majorant_at_one(w, y) == _majorant_at_one_as_first_written(w, y)
+        assert mean_module._majorant_at_one(w, y) == wealth_majorant_at_one_as_first_written(w, y)

@@ -18,6 +18,7 @@ from skdptest.classical._tulap import (
     tulap_log_pdf,
     tulap_log_sf,
 )
+from tests.classical._reference import tulap_other_side_every_time
 
 
 def _brute_cdf(t, rate, k_max=400):
@@ -204,35 +205,6 @@ def test_non_private_limit_is_randomised_exact_binomial_test():
             stats.binomtest(k, n, theta0, alternative="less").pvalue, rel=1e-9)
 
 
-def _other_side_every_time(law, rate, z, target, a, b):
-    """The two-sided search as first written: every visit to c evaluates log(−h(c))
-    again (the reference of the remembering search)."""
-    if z > b:
-        inner, sign = a, -1.0
-    else:
-        inner, sign = b, 1.0
-    mirror = inner + sign * max(math.floor(abs(z - (a if z < a else b))), 0)
-    if law.log_minus_h(mirror, rate) <= target:
-        outer = mirror
-    else:
-        inner, step = mirror, 1.0
-        outer = inner + sign * step
-        while law.log_minus_h(outer, rate) > target:
-            inner, step = outer, step * 2.0
-            outer = inner + sign * step
-            if step > 4.0 * (law.n + 1) + 1e6:
-                return sign * np.inf
-    while abs(outer - inner) > 1.0:
-        mid = inner + sign * math.floor(abs(outer - inner) / 2.0)
-        if law.log_minus_h(mid, rate) > target:
-            inner = mid
-        else:
-            outer = mid
-    l_in, l_out = law.log_minus_h(inner, rate), law.log_minus_h(outer, rate)
-    frac = -math.expm1(target - l_in) / -math.expm1(l_out - l_in) if l_out < l_in else 0.0
-    return inner + sign * min(max(frac, 0.0), 1.0)
-
-
 @pytest.mark.parametrize("n, theta0, rate", [(50, 0.3, 1.0), (10, 0.5, 0.25), (1, 0.9, 4.0),
                                              (400, 0.02, 0.5), (7, 0.999, 1e-3)])
 def test_remembered_search_is_bit_identical_to_evaluating_every_time(n, theta0, rate,
@@ -248,7 +220,7 @@ def test_remembered_search_is_bit_identical_to_evaluating_every_time(n, theta0, 
             target = law.log_minus_h(z, rate)
         if target == -np.inf:
             continue
-        want = _other_side_every_time(law, rate, z, target, a, b)
+        want = tulap_other_side_every_time(law, rate, z, target, a, b)
         got = _tulap._other_side(law, rate, z, target, a, b)
         assert np.array_equal(got, want), (z, got, want)
     # the remembering search asks for each point once

@@ -1,7 +1,8 @@
 """Test oracles of the e-value family: independent computations that the tests in
 tests/evalue/ check the library against (exact pmfs and cdfs of the noises, exact laws
 of releases, brute-force and vectorised exact e-processes, independent quadratures,
-KL and rate formulas), one definition each.
+KL and rate formulas), one definition each; and, at the end, copies of the code that
+this family's speed-ups replaced (test_speedups.py's regression oracles).
 
 Imported by full name, ``from tests.evalue._reference import ...``: pyproject's pytest
 options put the repository root on sys.path (``pythonpath``), and tests/ is a namespace
@@ -22,7 +23,12 @@ import pytest
 from scipy import integrate, optimize, special, stats
 
 from skdptest import optimal_rate
-from skdptest._noise import discrete_laplace_log_pmf, log_geometric_mixture_at, quantise_rate
+from skdptest._noise import (
+    _INT64_LIMIT,
+    discrete_laplace_log_pmf,
+    log_geometric_mixture_at,
+    quantise_rate,
+)
 
 P0 = 0.3  # the Bernoulli null of the tests
 
@@ -426,3 +432,155 @@ def bisect_one_step_at_a_time(lr, a, b, pred, steps=2100):
         a[idx[same]] = m[todo][same]
         b[idx[~same]] = m[todo][~same]
     return list(zip(a.tolist(), b.tolist(), strict=True))
+
+
+# ------------------------------------- the code before this session's speed-ups
+# Regression oracles of test_speedups.py: each is a copy of the library code a speed-up
+# replaced, which the fast code must equal bit for bit.
+
+def floor_to_grid_one_path(values, grid):
+    """floor_to_grid before the speed-up, one numpy path for every size (the regression
+    oracle of test_floor_to_grid_equals_its_reference_on_every_size_and_edge)."""
+    if not (math.isfinite(grid) and grid > 0 and math.frexp(grid)[0] == 0.5):
+        raise ValueError(f"grid must be a positive finite power of two, got {grid}.")
+    values = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("values must be finite to be floored onto the grid.")
+    with np.errstate(over="ignore", under="ignore"):
+        q = np.floor(values / grid)
+    q = np.where((q == 0) & (values < 0), -1.0, q)
+    if np.any(q >= _INT64_LIMIT) or np.any(q < -_INT64_LIMIT):
+        raise ValueError(f"values / grid overflows int64 (grid={grid}).")
+    return q.astype(np.int64)
+
+
+def solve_clip_ends_evaluated_twice(laws, epsilon):
+    """_optimal._solve_clip before the speed-up, the bracket's ends evaluated twice (the
+    regression oracle of test_solve_clip_equals_its_reference)."""
+    from skdptest.evalue._optimal import _mass
+
+    def f(a):
+        return _mass(laws, a, epsilon)
+
+    lo, hi = -1.0, 1.0
+    while f(lo) >= 1.0:
+        lo *= 2.0
+    while f(hi) <= 1.0:
+        hi *= 2.0
+    return optimize.brentq(lambda a: f(a) - 1.0, lo, hi, xtol=1e-15,
+                           rtol=4 * np.finfo(float).eps)
+
+
+def lattice_tilt_ends_evaluated_twice(logm, j, target):
+    """LatticeExact._tilt before the speed-up, the bracket's ends evaluated twice (the
+    regression oracle of test_tilt_equals_its_reference)."""
+
+    def gap(theta):
+        logw = logm + theta * j
+        return float(np.dot(np.exp(logw - special.logsumexp(logw)), j)) - target
+
+    lo, hi = -1.0, 1.0
+    while gap(lo) > 0 and lo > -1e4:
+        lo *= 2
+    while gap(hi) < 0 and hi < 1e4:
+        hi *= 2
+    return optimize.brentq(gap, lo, hi, xtol=1e-12)
+
+
+def cs_log_binom_logs_by_gathers(s, n, log_p, log_q, c, rep, log_choose):
+    """_csbounds._log_binom_logs before the speed-up (part of the regression oracle of
+    test_likelihood_bounds_equal_the_previous_window_sums and its confidence bounds test)."""
+    lp, lq = log_p[c][rep], log_q[c][rep]
+    with np.errstate(invalid="ignore"):
+        head = np.where(s == 0, 0.0, s * lp)
+        tail = np.where(s == n, 0.0, (n - s) * lq)
+    return log_choose + head + tail
+
+
+def cs_log_choose_by_gathers(s, n, n_seg, rep):
+    """_csbounds._log_choose before the speed-up (part of the regression oracle of
+    test_likelihood_bounds_equal_the_previous_window_sums and its confidence bounds test)."""
+    from skdptest.evalue import _csbounds as cb
+    if int(n_seg.max()) >= cb._TABLE_MAX:
+        return special.gammaln(n + 1.0) - special.gammaln(s + 1.0) \
+            - special.gammaln(n - s + 1.0)
+    table = special.gammaln(np.arange(1.0, int(n_seg.max()) + 2.0))
+    si = s.astype(np.int64)
+    return table[n_seg][rep] - table[si] - table[n_seg[rep] - si]
+
+
+def cs_segment_lse_by_gathers(x, starts, rep):
+    """_csbounds._segment_lse before the speed-up (part of the regression oracle of
+    test_likelihood_bounds_equal_the_previous_window_sums and its confidence bounds test)."""
+    m = np.maximum.reduceat(x, starts)
+    safe = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.log(np.add.reduceat(np.exp(x - safe[rep]), starts)) + safe
+
+
+def cs_segments_by_gathers(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, lower_only,
+                           low, high):
+    """_csbounds._segments before the speed-up, two-step gathers and fresh temporaries
+    (the regression oracle of test_likelihood_bounds_equal_the_previous_window_sums and
+    test_confidence_bounds_equal_the_previous_computation)."""
+    from skdptest.evalue._csbounds import _log_binom, _log_pq, points_only
+    idx = np.arange(lengths.size)[part]
+    lens = lengths[part]
+    k, c = np.unravel_index(idx, lo.shape)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    rep = np.repeat(np.arange(idx.size), lens)
+    s = lo.ravel()[idx][rep] + (np.arange(int(lens.sum())) - starts[rep])
+    n = ns[k][rep].astype(float)
+    log_choose = cs_log_choose_by_gathers(s, n, ns[k], rep)
+    log_g = log_norm - rate * np.abs(ys[k][rep] - s)
+    la = cs_log_binom_logs_by_gathers(s, n, *_log_pq(a), c, rep, log_choose)
+    if lower_only:
+        lmin = lmax = la if points_only(a, b) else np.minimum(
+            la, cs_log_binom_logs_by_gathers(s, n, *_log_pq(b), c, rep, log_choose))
+    else:
+        lb = cs_log_binom_logs_by_gathers(s, n, *_log_pq(b), c, rep, log_choose)
+        lmin = np.minimum(la, lb)
+        lmax = np.maximum(la, lb)
+        mid = np.flatnonzero((s > n * a[c][rep]) & (s < n * b[c][rep]))
+        if mid.size:
+            sm, nm = s[mid], n[mid]
+            lmax[mid] = _log_binom(sm, nm, sm / nm, log_choose[mid])
+    out_low = cs_segment_lse_by_gathers(lmin + log_g, starts, rep)
+    out_high = out_low if lower_only else cs_segment_lse_by_gathers(lmax + log_g, starts, rep)
+    low.ravel()[idx] = out_low
+    high.ravel()[idx] = out_high
+
+
+def cs_segment_lse_rows_by_gathers(x, starts):
+    """_csbounds._segment_lse_rows before the speed-up (part of the regression oracle of
+    test_likelihood_bounds_equal_the_previous_window_sums and its confidence bounds test)."""
+    top = x.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return np.log(np.add.reduceat(np.exp(x - top), starts, axis=1)) + top
+
+
+def univariate_tails_one_set_at_a_time(laws, lo, hi):
+    """_UnivariateLaws._compute_tails before the speed-up, each one-sided set by its own
+    crossing search (here plain bisection, one midpoint per step), the regression oracle
+    of test_univariate_tails_equal_one_set_at_a_time."""
+
+    def one_set(pred):
+        inside = pred(laws._g)
+        i = np.flatnonzero(inside[1:] != inside[:-1])
+        brackets = bisect_one_step_at_a_time(laws._lr, laws.grid[i], laws.grid[i + 1], pred)
+        edges = [-math.inf, *(0.5 * (a + b) for a, b in brackets), math.inf]
+        start = 0 if inside[0] else 1
+        return list(zip(edges[start:-1:2], edges[start + 1::2], strict=True)), brackets
+
+    below, br_b = one_set(lambda g: np.where(np.isnan(g), False, g < lo))
+    above, br_a = one_set(lambda g: np.where(np.isnan(g), False, g > hi))
+    cover, band, last = sorted(below + above), [], -math.inf
+    for a, b in cover:
+        if a > last:
+            band.append((last, a))
+        last = max(last, b)
+    if last < math.inf:
+        band.append((last, math.inf))
+    masses = (laws._measure(laws.null, below), laws._measure(laws.alternative, band),
+              laws._measure(laws.null, above))
+    return masses, br_b + br_a

@@ -1,8 +1,8 @@
 """The speed-ups of the e-value family's hot paths give bit-identical results.
 
-Each test runs the fast code and a copy of the code it replaced (kept here as the
-reference) on the same inputs, edge cases included, and compares with ``==`` /
-``np.array_equal`` (never a tolerance).
+Each test runs the fast code and a copy of the code it replaced (the regression oracles
+in tests/evalue/_reference.py) on the same inputs, edge cases included, and compares
+with ``==`` / ``np.array_equal`` (never a tolerance).
 """
 
 import math
@@ -10,23 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from skdptest._noise import _INT64_LIMIT, floor_to_grid
-
-
-def _floor_to_grid_reference(values, grid):
-    """floor_to_grid before the speed-up (one numpy path for every size)."""
-    if not (math.isfinite(grid) and grid > 0 and math.frexp(grid)[0] == 0.5):
-        raise ValueError(f"grid must be a positive finite power of two, got {grid}.")
-    values = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(values)):
-        raise ValueError("values must be finite to be floored onto the grid.")
-    with np.errstate(over="ignore", under="ignore"):
-        q = np.floor(values / grid)
-    q = np.where((q == 0) & (values < 0), -1.0, q)
-    if np.any(q >= _INT64_LIMIT) or np.any(q < -_INT64_LIMIT):
-        raise ValueError(f"values / grid overflows int64 (grid={grid}).")
-    return q.astype(np.int64)
-
+from skdptest._noise import floor_to_grid
+from tests.evalue._reference import (
+    cs_segment_lse_rows_by_gathers,
+    cs_segments_by_gathers,
+    floor_to_grid_one_path,
+    lattice_tilt_ends_evaluated_twice,
+    solve_clip_ends_evaluated_twice,
+    univariate_tails_one_set_at_a_time,
+)
 
 _EDGES = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, -2.2250738585072014e-308,
           1e-300, -1e-300, 0.3, -0.1, -0.25, 1.0, -1.0, 0.999999999999, 7.0, -7.0,
@@ -55,7 +47,7 @@ def test_floor_to_grid_equals_its_reference_on_every_size_and_edge(grid):
         cases += [np.array([0.5, bad]), np.array([bad] + [0.5] * 9), np.array(bad)]
     for values in cases:
         new, old = _outcome(floor_to_grid, values, grid), \
-            _outcome(_floor_to_grid_reference, values, grid)
+            _outcome(floor_to_grid_one_path, values, grid)
         assert new == old, (values, grid)
 
 
@@ -65,24 +57,6 @@ def test_floor_to_grid_refuses_bad_grids_alike():
             floor_to_grid([1.0], grid)
         with pytest.raises(ValueError, match="grid must be a positive finite power of two"):
             floor_to_grid(np.zeros(20), grid)
-
-
-def _solve_clip_reference(laws, epsilon):
-    """_optimal._solve_clip before the speed-up (the bracket's ends evaluated twice)."""
-    from scipy import optimize
-
-    from skdptest.evalue._optimal import _mass
-
-    def f(a):
-        return _mass(laws, a, epsilon)
-
-    lo, hi = -1.0, 1.0
-    while f(lo) >= 1.0:
-        lo *= 2.0
-    while f(hi) <= 1.0:
-        hi *= 2.0
-    return optimize.brentq(lambda a: f(a) - 1.0, lo, hi, xtol=1e-15,
-                           rtol=4 * np.finfo(float).eps)
 
 
 def _pairs():
@@ -105,23 +79,7 @@ def test_solve_clip_equals_its_reference(pair):
     assert laws.exact
     # the certified univariate pair costs ~0.25 s per solve: one ε
     for epsilon in (1e-3, 0.1, 0.5, 1.0, 3.0, 20.0) if pair < 5 else (0.5,):
-        assert _solve_clip(laws, epsilon) == _solve_clip_reference(laws, epsilon)
-
-
-def _tilt_reference(logm, j, target):
-    """_LatticeStatistic._tilt before the speed-up."""
-    from scipy import optimize, special
-
-    def gap(theta):
-        logw = logm + theta * j
-        return float(np.dot(np.exp(logw - special.logsumexp(logw)), j)) - target
-
-    lo, hi = -1.0, 1.0
-    while gap(lo) > 0 and lo > -1e4:
-        lo *= 2
-    while gap(hi) < 0 and hi < 1e4:
-        hi *= 2
-    return optimize.brentq(gap, lo, hi, xtol=1e-12)
+        assert _solve_clip(laws, epsilon) == solve_clip_ends_evaluated_twice(laws, epsilon)
 
 
 def test_tilt_equals_its_reference():
@@ -136,7 +94,7 @@ def test_tilt_equals_its_reference():
         top = j[m > 0][-1]
         for target in (0.5 / 7, m @ j, 0.5 * top, top - 1e-9):
             assert LatticeExact._tilt(logm, j, target) == \
-                _tilt_reference(logm, j, target)
+                lattice_tilt_ends_evaluated_twice(logm, j, target)
 
 
 def test_remember_keeps_values_apart_by_exact_float():
@@ -149,72 +107,10 @@ def test_remember_keeps_values_apart_by_exact_float():
 
 # -- the confidence sequence's bounds (_csbounds): the previous window sums ------------
 
-def _old_log_binom_logs(s, n, log_p, log_q, c, rep, log_choose):
-    lp, lq = log_p[c][rep], log_q[c][rep]
-    with np.errstate(invalid="ignore"):
-        head = np.where(s == 0, 0.0, s * lp)
-        tail = np.where(s == n, 0.0, (n - s) * lq)
-    return log_choose + head + tail
-
-
-def _old_log_choose(s, n, n_seg, rep):
-    from scipy import special
-
-    from skdptest.evalue import _csbounds as cb
-    if int(n_seg.max()) >= cb._TABLE_MAX:
-        return special.gammaln(n + 1.0) - special.gammaln(s + 1.0) \
-            - special.gammaln(n - s + 1.0)
-    table = special.gammaln(np.arange(1.0, int(n_seg.max()) + 2.0))
-    si = s.astype(np.int64)
-    return table[n_seg][rep] - table[si] - table[n_seg[rep] - si]
-
-
-def _old_segment_lse(x, starts, rep):
-    m = np.maximum.reduceat(x, starts)
-    safe = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.log(np.add.reduceat(np.exp(x - safe[rep]), starts)) + safe
-
-
-def _old_segments(part, lengths, lo, hi, ys, ns, a, b, rate, log_norm, lower_only, low, high):
-    from skdptest.evalue._csbounds import _log_binom, _log_pq, points_only
-    idx = np.arange(lengths.size)[part]
-    lens = lengths[part]
-    k, c = np.unravel_index(idx, lo.shape)
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    rep = np.repeat(np.arange(idx.size), lens)
-    s = lo.ravel()[idx][rep] + (np.arange(int(lens.sum())) - starts[rep])
-    n = ns[k][rep].astype(float)
-    log_choose = _old_log_choose(s, n, ns[k], rep)
-    log_g = log_norm - rate * np.abs(ys[k][rep] - s)
-    la = _old_log_binom_logs(s, n, *_log_pq(a), c, rep, log_choose)
-    if lower_only:
-        lmin = lmax = la if points_only(a, b) else np.minimum(
-            la, _old_log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose))
-    else:
-        lb = _old_log_binom_logs(s, n, *_log_pq(b), c, rep, log_choose)
-        lmin = np.minimum(la, lb)
-        lmax = np.maximum(la, lb)
-        mid = np.flatnonzero((s > n * a[c][rep]) & (s < n * b[c][rep]))
-        if mid.size:
-            sm, nm = s[mid], n[mid]
-            lmax[mid] = _log_binom(sm, nm, sm / nm, log_choose[mid])
-    out_low = _old_segment_lse(lmin + log_g, starts, rep)
-    out_high = out_low if lower_only else _old_segment_lse(lmax + log_g, starts, rep)
-    low.ravel()[idx] = out_low
-    high.ravel()[idx] = out_high
-
-
-def _old_segment_lse_rows(x, starts):
-    top = x.max(axis=1, keepdims=True)
-    with np.errstate(divide="ignore"):
-        return np.log(np.add.reduceat(np.exp(x - top), starts, axis=1)) + top
-
-
 def _old_csbounds(monkeypatch):
     from skdptest.evalue import _csbounds as cb
-    monkeypatch.setattr(cb, "_segments", _old_segments)
-    monkeypatch.setattr(cb, "_segment_lse_rows", _old_segment_lse_rows)
+    monkeypatch.setattr(cb, "_segments", cs_segments_by_gathers)
+    monkeypatch.setattr(cb, "_segment_lse_rows", cs_segment_lse_rows_by_gathers)
 
 
 def _cs_cases():
@@ -275,33 +171,6 @@ def test_confidence_bounds_equal_the_previous_computation(monkeypatch):
 
 # -- the univariate laws' tails: both one-sided sets searched together -----------------
 
-def _tails_one_set_at_a_time(laws, lo, hi):
-    """_UnivariateLaws._compute_tails as before: each one-sided set by its own crossing
-    search (here plain bisection, one midpoint per step: the reference)."""
-    from tests.evalue._reference import bisect_one_step_at_a_time
-
-    def one_set(pred):
-        inside = pred(laws._g)
-        i = np.flatnonzero(inside[1:] != inside[:-1])
-        brackets = bisect_one_step_at_a_time(laws._lr, laws.grid[i], laws.grid[i + 1], pred)
-        edges = [-math.inf, *(0.5 * (a + b) for a, b in brackets), math.inf]
-        start = 0 if inside[0] else 1
-        return list(zip(edges[start:-1:2], edges[start + 1::2], strict=True)), brackets
-
-    below, br_b = one_set(lambda g: np.where(np.isnan(g), False, g < lo))
-    above, br_a = one_set(lambda g: np.where(np.isnan(g), False, g > hi))
-    cover, band, last = sorted(below + above), [], -math.inf
-    for a, b in cover:
-        if a > last:
-            band.append((last, a))
-        last = max(last, b)
-    if last < math.inf:
-        band.append((last, math.inf))
-    masses = (laws._measure(laws.null, below), laws._measure(laws.alternative, band),
-              laws._measure(laws.null, above))
-    return masses, br_b + br_a
-
-
 def test_univariate_tails_equal_one_set_at_a_time():
     from scipy import stats
 
@@ -315,7 +184,8 @@ def test_univariate_tails_equal_one_set_at_a_time():
         for lo, hi in [(levels[1], levels[3]), (levels[2], levels[2]), (levels[0], levels[4]),
                        (levels[0] - 1.0, levels[1]), (levels[3], levels[4] + 1.0),
                        (-math.inf, math.inf), (levels[4] + 1.0, levels[4] + 2.0)]:
-            assert laws._compute_tails(lo, hi) == _tails_one_set_at_a_time(laws, lo, hi)
+            want = univariate_tails_one_set_at_a_time(laws, lo, hi)
+            assert laws._compute_tails(lo, hi) == want
 
 
 # -- the Gaussian planner's quadrature panels: kept per breaks and scale ---------------

@@ -45,3 +45,28 @@ def noise_audit(fit_pvalue, replay_stats, scale, seeds):
         return (hits - probs.sum()) / math.sqrt(np.sum(probs * (1 - probs)))
 
     return z_score(scale), z_score(scale / 2)
+
+
+def hsic_traces_one_permutation_at_a_time(X, Y, perms, idx, kx, ky, m, g, block_rows):
+    """_hsic_exact._exact_traces before the speed-up, one _ExactSum per permutation fed
+    block by block (the regression oracle of test_small_fit_paths.py's
+    test_hsic_traces_summed_for_many_permutations_at_once_equal_one_at_a_time)."""
+    from skdptest.kernel import _hsic_exact as E
+
+    n = len(X)
+    chunk = max(1, max(4 * n * n, E._REFINE_MIN_BYTES) // (8 * n * E._ROW_TILE)) * E._ROW_TILE
+    sums = [E._ExactSum() for _ in idx]
+    sel = [np.asarray(perms[b], dtype=np.intp) for b in idx]
+    for c0 in range(0, n, chunk):
+        c1 = min(c0 + chunk, n)
+        Lc = E._gram_rows(ky, Y, c0, c1)
+        for s in range(0, n, block_rows):
+            e = min(s + block_rows, n)
+            W = E._lower_weights(s, e, n)
+            Kw = E._centred_rows(kx, X, m, g, s, e) * W
+            for acc, p in zip(sums, sel, strict=True):
+                a = p[s:e, None]
+                hi = np.maximum(a, p[None, :])
+                take = (W > 0) & (hi >= c0) & (hi < c1)
+                acc.add(Kw[take] * Lc[hi[take] - c0, np.minimum(a, p[None, :])[take]])
+    return np.array([acc.value() for acc in sums])

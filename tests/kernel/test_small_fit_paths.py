@@ -21,6 +21,7 @@ import skdptest.kernel._testbase as testbase_mod
 from skdptest import DPHSICTest, DPMMDTest, PrivacyLeakWarning, _threads
 from skdptest.kernel._bandwidth import bandwidth_grid
 from skdptest.kernel._kernels import resolve_kernel
+from tests.kernel._reference import hsic_traces_one_permutation_at_a_time
 
 
 def _data(n, d=2, seed=0):
@@ -186,29 +187,6 @@ def test_exact_sum_flush_is_fsum_on_empty_infinite_and_cancelling_input():
     assert math.isnan(exact([1.0, np.inf])) and math.isnan(exact([-np.inf, 2.0]))
 
 
-def _traces_one_permutation_at_a_time(X, Y, perms, idx, kx, ky, m, g, block_rows):
-    """_exact_traces as it was: one _ExactSum per permutation, fed block by block."""
-    from skdptest.kernel import _hsic_exact as E
-
-    n = len(X)
-    chunk = max(1, max(4 * n * n, E._REFINE_MIN_BYTES) // (8 * n * E._ROW_TILE)) * E._ROW_TILE
-    sums = [E._ExactSum() for _ in idx]
-    sel = [np.asarray(perms[b], dtype=np.intp) for b in idx]
-    for c0 in range(0, n, chunk):
-        c1 = min(c0 + chunk, n)
-        Lc = E._gram_rows(ky, Y, c0, c1)
-        for s in range(0, n, block_rows):
-            e = min(s + block_rows, n)
-            W = E._lower_weights(s, e, n)
-            Kw = E._centred_rows(kx, X, m, g, s, e) * W
-            for acc, p in zip(sums, sel, strict=True):
-                a = p[s:e, None]
-                hi = np.maximum(a, p[None, :])
-                take = (W > 0) & (hi >= c0) & (hi < c1)
-                acc.add(Kw[take] * Lc[hi[take] - c0, np.minimum(a, p[None, :])[take]])
-    return np.array([acc.value() for acc in sums])
-
-
 @pytest.mark.parametrize("n, group, sweep", [(7, 2**17, None), (30, 2**17, None),
                                              (100, 1, 1), (100, 64 * 100 * 3, None)])
 def test_hsic_traces_summed_for_many_permutations_at_once_equal_one_at_a_time(
@@ -226,7 +204,7 @@ def test_hsic_traces_summed_for_many_permutations_at_once_equal_one_at_a_time(
         monkeypatch.setattr(E, "_REFINE_MIN_BYTES", sweep)
     for idx in (range(12), np.array([11, 0, 5, 5]), np.array([], dtype=np.int64)):
         new = E._exact_traces(X, Y, perms, idx, kx, ky, m, g, 64)
-        old = _traces_one_permutation_at_a_time(X, Y, perms, idx, kx, ky, m, g, 64)
+        old = hsic_traces_one_permutation_at_a_time(X, Y, perms, idx, kx, ky, m, g, 64)
         assert new.dtype == old.dtype and new.shape == old.shape
         np.testing.assert_array_equal(new, old)
 
