@@ -15,11 +15,10 @@ import dataclasses
 import importlib
 import inspect
 
+import numpydoc.validate as numpydoc_validate
 import pytest
-
-numpydoc_validate = pytest.importorskip("numpydoc.validate")
-from numpydoc.docscrape import ClassDoc  # noqa: E402
-from numpydoc.docscrape_sphinx import get_doc_object  # noqa: E402
+from numpydoc.docscrape import ClassDoc
+from numpydoc.docscrape_sphinx import get_doc_object
 
 
 class _Validator(numpydoc_validate.Validator):
