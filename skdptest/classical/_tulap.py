@@ -31,6 +31,7 @@ import math
 import numpy as np
 from scipy import special, stats
 
+from .._memo import remember
 from .._special import logsumexp
 
 __all__ = [
@@ -219,29 +220,13 @@ def _centre(law, rate):
     return lo - 0.5, lo - 0.5
 
 
-def _remembering(law, rate):
-    """``law.log_minus_h(c, rate)`` as a function of c that computes each value once.
-
-    The interpolation of :func:`_bisect` reads the two ends of the last bracket, each
-    already evaluated on the way there unless it is the centre; asking again repeated
-    up to two of the p-value's seven sums. Lives for one p-value: its keys are the
-    half-integers that this search visits, never kept across calls.
-    """
-    seen = {}
-
-    def log_minus_h(c):
-        if c not in seen:
-            seen[c] = law.log_minus_h(c, rate)
-        return seen[c]
-
-    return log_minus_h
-
-
 def _other_side(law, rate, z, target, a, b):
     """The point c' on the other side of the centre [a, b] with h(c') = h(z)
     (``target`` = log(−h(z))). h is monotone there and linear between half-integers:
     bracket by doubling, bisect over half-integers, interpolate exactly."""
-    log_minus_h = _remembering(law, rate)
+    # each log(−h(c)) once per p-value: the final interpolation of _bisect reads the
+    # ends of its last bracket, already evaluated on the way there
+    log_minus_h = remember(lambda c: law.log_minus_h(c, rate))
     if z > b:  # c' <= a, where −h increases with c
         inner, sign = a, -1.0
     else:  # c' >= b, where −h decreases with c

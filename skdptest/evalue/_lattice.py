@@ -27,6 +27,7 @@ import numpy as np
 from scipy import fft as sp_fft
 from scipy import optimize
 
+from .._memo import remember
 from .._noise import (
     log_geometric_mixture,
     log_geometric_mixture_at,
@@ -37,7 +38,6 @@ from .._recorder import observe
 from .._special import logsumexp
 from ._cache import _cached
 from ._laws import _DiscreteLaws
-from ._memo import remember
 from ._optimal import optimal_statistic
 
 __all__ = ["LatticeExact"]

@@ -12,9 +12,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy import optimize
 
+from .._memo import remember
 from .._validation import check_epsilon
 from ._laws import make_laws
-from ._memo import remember
 
 __all__ = ["OptimalRate", "optimal_rate"]
 

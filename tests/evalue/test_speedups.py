@@ -97,14 +97,6 @@ def test_tilt_equals_its_reference():
                 lattice_tilt_ends_evaluated_twice(logm, j, target)
 
 
-def test_remember_keeps_values_apart_by_exact_float():
-    from skdptest.evalue._memo import remember
-    calls = []
-    f = remember(lambda x: calls.append(x) or math.copysign(1.0, x) * (x + 1.0))
-    assert [f(0.0), f(-0.0), f(0.0), f(2.5), f(2.5)] == [1.0, -1.0, 1.0, 3.5, 3.5]
-    assert calls == [0.0, -0.0, 2.5] and math.copysign(1.0, calls[1]) == -1.0
-
-
 # -- the confidence sequence's bounds (_csbounds): the previous window sums ------------
 
 def _old_csbounds(monkeypatch):

@@ -1,10 +1,11 @@
-"""Memoised scalar functions for the planners' root searches.
+"""Memoised scalar functions for one search (a root search, a bisection).
 
 ``scipy.optimize.brentq(f, lo, hi)`` starts by evaluating f at both ends of the
-bracket, which the bracketing loops before it have just evaluated. Remembering the
-values of one search's function returns the very same floats without recomputing
-them: the root and every iterate are unchanged. The memo lives as long as the one
-search (a local closure over public quantities: laws, ε, targets), never longer.
+bracket, which the bracketing loops before it have just evaluated; a bisection's final
+interpolation reads the ends of its last bracket again. Remembering the values of one
+search's function returns the very same floats without recomputing them: the result
+and every iterate are unchanged. The memo lives as long as the one search (a local
+closure), never longer, so nothing computed for one fit is kept for another.
 """
 
 from __future__ import annotations
